@@ -1,0 +1,599 @@
+"""Wire models for every report kind, their invariants, and atomic load/save.
+
+Reports are the product: every number travels inside a :class:`MetricResult` that states
+whether it is complete, a lower bound, or missing, and what it covers and how it was
+obtained. JSON is the only machine interface; these models are its schema.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+SCHEMA_VERSION = 1
+
+Status: TypeAlias = Literal["complete", "partial", "unavailable"]
+Severity: TypeAlias = Literal["info", "warning", "error"]
+ReportKind: TypeAlias = Literal[
+    "analysis", "flops", "benchmark", "report_diff", "benchmark_comparison"
+]
+Number: TypeAlias = int | float
+
+
+class _Model(BaseModel):
+    """Base for wire models: unknown fields are refused so typos never pass silently."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class MetricResult(_Model):
+    """One number with its trust state.
+
+    | status      | value  | known_value |
+    | complete    | number | same number |
+    | partial     | null   | number (lower bound) |
+    | unavailable | null   | null |
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    status: Status
+    value: Number | None = None
+    known_value: Number | None = None
+    unit: str
+    scope: str
+    method: str
+
+    @model_validator(mode="after")
+    def _check_status(self) -> MetricResult:
+        for name in ("value", "known_value"):
+            number = getattr(self, name)
+            if isinstance(number, float) and not math.isfinite(number):
+                raise ValueError(f"MetricResult.{name} must be finite, got {number!r}")
+        if self.status == "complete":
+            if self.value is None or self.known_value is None:
+                raise ValueError("a complete MetricResult needs both value and known_value")
+            if self.value != self.known_value:
+                raise ValueError(
+                    "a complete MetricResult has value == known_value, "
+                    f"got value={self.value!r} known_value={self.known_value!r}"
+                )
+        elif self.status == "partial":
+            if self.value is not None:
+                raise ValueError(
+                    "a partial MetricResult has value=None (known_value is a lower bound), "
+                    f"got value={self.value!r}"
+                )
+            if self.known_value is None:
+                raise ValueError("a partial MetricResult needs known_value (its lower bound)")
+        elif self.value is not None or self.known_value is not None:
+            raise ValueError("an unavailable MetricResult has value=None and known_value=None")
+        return self
+
+    @classmethod
+    def complete(cls, value: Number, *, unit: str, scope: str, method: str) -> MetricResult:
+        return cls(
+            status="complete", value=value, known_value=value, unit=unit, scope=scope,
+            method=method,
+        )
+
+    @classmethod
+    def partial(cls, known_value: Number, *, unit: str, scope: str, method: str) -> MetricResult:
+        return cls(status="partial", known_value=known_value, unit=unit, scope=scope, method=method)
+
+    @classmethod
+    def unavailable(cls, *, unit: str, scope: str, method: str) -> MetricResult:
+        return cls(status="unavailable", unit=unit, scope=scope, method=method)
+
+    @property
+    def is_complete(self) -> bool:
+        return self.status == "complete"
+
+    def bound(self) -> Number | None:
+        """The best known number: the value when complete, the lower bound when partial."""
+        return self.known_value
+
+
+def combine_sum(
+    results: list[MetricResult], *, unit: str, scope: str, method: str
+) -> MetricResult:
+    """Add results of one unit/scope/method; incompleteness propagates, never becomes zero.
+
+    An empty list is a complete zero (nothing to count). Any unavailable or partial part makes
+    the sum partial with the known parts as its lower bound; all unavailable stays unavailable.
+    """
+    for result in results:
+        if (result.unit, result.scope, result.method) != (unit, scope, method):
+            raise ValueError(
+                "refusing to add results of different unit/scope/method: "
+                f"expected ({unit}, {scope}, {method}), got "
+                f"({result.unit}, {result.scope}, {result.method})"
+            )
+    if not results:
+        return MetricResult.complete(0, unit=unit, scope=scope, method=method)
+    known = [r.known_value for r in results if r.known_value is not None]
+    total: Number = sum(known) if known else 0
+    if all(r.status == "complete" for r in results):
+        return MetricResult.complete(total, unit=unit, scope=scope, method=method)
+    if not known:
+        return MetricResult.unavailable(unit=unit, scope=scope, method=method)
+    return MetricResult.partial(total, unit=unit, scope=scope, method=method)
+
+
+class Diagnostic(_Model):
+    """Why a number is incomplete or should be read with care; travels with the measurement."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    code: str
+    severity: Severity = "warning"
+    metric: str | None = None
+    message: str
+    path: str | None = None
+    operator: str | None = None
+    count: int | None = None
+
+
+class EnvironmentInfo(_Model):
+    """Hardware and software that a number depends on. Free of timestamps and host names."""
+
+    python_version: str
+    python_implementation: str
+    platform: str
+    machine: str
+    cpu_model: str
+    cpu_count_logical: int | None
+    cpu_count_physical: int | None
+    torch_version: str | None
+    package_version: str
+    accelerators: list[str] = Field(default_factory=list)
+    packages: dict[str, str] = Field(default_factory=dict)
+
+
+class RuntimeState(_Model):
+    """Process settings at measurement time that change results (threads, grad mode, ...)."""
+
+    num_threads: int
+    num_interop_threads: int
+    grad_enabled: bool
+    deterministic_algorithms: bool
+    default_dtype: str
+
+
+class RunContext(_Model):
+    """What the pipeline knows about a run: config, revisions, seed, source state."""
+
+    config: dict[str, Any] = Field(default_factory=dict)
+    model_name: str | None = None
+    model_revision: str | None = None
+    input_name: str | None = None
+    input_revision: str | None = None
+    seed: int | None = None
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    stage: str | None = None
+
+
+class Provenance(_Model):
+    """Where a report came from. ``env_hash`` keys caches and comparisons."""
+
+    package_version: str
+    torch_version: str | None
+    env_hash: str
+    environment: EnvironmentInfo
+    runtime: RuntimeState | None = None
+    run: RunContext | None = None
+
+
+class _Report(_Model):
+    schema_version: int = SCHEMA_VERSION
+    provenance: Provenance
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write this report as JSON atomically (temporary file + rename)."""
+        return atomic_write_text(path, self.model_dump_json(indent=2) + "\n")
+
+
+# ----------------------------------------------------------------------------- analysis
+
+
+class ValueMeta(_Model):
+    """Recursive description of a call's inputs or outputs: shapes and types, never values."""
+
+    kind: Literal["tensor", "tuple", "list", "dict", "none", "scalar", "other"]
+    type_name: str | None = None
+    shape: list[int] | None = None
+    dtype: str | None = None
+    device: str | None = None
+    requires_grad: bool | None = None
+    items: list[ValueMeta] | None = None
+    keys: list[str] | None = None
+
+
+class ParameterStats(_Model):
+    """Parameters and buffers owned directly by one module (not its children)."""
+
+    parameters: int
+    trainable_parameters: int
+    parameter_bytes: int
+    buffer_elements: int
+    buffer_bytes: int
+    shared_parameters: int = 0
+
+
+class LayerMetrics(_Model):
+    module_flops: MetricResult
+    macs: MetricResult
+    dmas: MetricResult
+    receptive_field: MetricResult
+    effective_stride: MetricResult
+    effective_padding: MetricResult
+
+
+class LayerRecord(_Model):
+    """One module call. A module called twice has two records, told apart by call_index."""
+
+    path: str
+    call_index: int
+    name: str
+    depth: int
+    type: str
+    is_leaf: bool
+    handler: str | None = None
+    inclusive: bool = False
+    input: ValueMeta
+    output: ValueMeta | None = None
+    params: ParameterStats
+    metrics: LayerMetrics
+
+
+class AnalysisTotals(_Model):
+    parameters: MetricResult
+    trainable_parameters: MetricResult
+    frozen_parameters: MetricResult
+    parameter_bytes: MetricResult
+    buffer_elements: MetricResult
+    buffer_bytes: MetricResult
+    module_flops: MetricResult
+    macs: MetricResult
+    dmas: MetricResult
+    operator_flops: MetricResult
+
+
+class OperatorCount(_Model):
+    calls: int
+    flops: MetricResult
+
+
+class IgnoredOperator(_Model):
+    operator: str
+    calls: int
+    reason: str
+
+
+class FlopReport(_Report):
+    """Operator FLOPs of one workload call, counted over torch's dispatch."""
+
+    kind: Literal["flops"] = "flops"
+    name: str | None = None
+    total: MetricResult
+    by_operator: dict[str, OperatorCount] = Field(default_factory=dict)
+    by_module: dict[str, MetricResult] = Field(default_factory=dict)
+    ignored_operators: list[IgnoredOperator] = Field(default_factory=list)
+    workload_calls: int = 1
+    conventions: dict[str, str] = Field(default_factory=dict)
+
+
+class AnalysisReport(_Report):
+    """Module-level cost of one forward call (crawl_module / summary)."""
+
+    kind: Literal["analysis"] = "analysis"
+    model_type: str
+    mode: Literal["full", "structure"]
+    inputs: ValueMeta
+    layers: list[LayerRecord]
+    totals: AnalysisTotals
+    operator_flops: FlopReport | None = None
+    conventions: dict[str, str] = Field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------- benchmark
+
+
+class ExecutionRecord(_Model):
+    """How the workload ran; what anyone needs to reproduce the measurement."""
+
+    device: str
+    precision: str | None = None
+    num_threads: int
+    num_interop_threads: int
+    grad_enabled: bool
+    training: bool | None = None
+    calls: dict[str, int] = Field(default_factory=dict)
+
+
+class LatencyStats(_Model):
+    """Statistics over warmed per-call block averages, in seconds."""
+
+    median: float
+    q1: float
+    q3: float
+    iqr: float
+    min: float
+    max: float
+    mean: float
+    blocks: int
+    calls_per_block: int
+    warmup_calls: int
+    total_time_s: float
+
+
+class LatencySection(_Model):
+    first_call: MetricResult
+    warmed: MetricResult
+    throughput: MetricResult
+    stats: LatencyStats | None = None
+    block_times_s: list[float] = Field(default_factory=list)
+    timer: str
+    synchronized: bool
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class MemorySection(_Model):
+    """Peak memory by scope. Results with different scopes are never summed."""
+
+    results: list[MetricResult]
+    baseline_bytes: dict[str, int] = Field(default_factory=dict)
+
+
+class RssPhase(_Model):
+    name: str
+    peak_rss: MetricResult
+
+
+class RssSection(_Model):
+    peak: MetricResult
+    command: list[str]
+    exit_code: int | None
+    wall_time_s: float
+    timed_out: bool
+    timeout_s: float
+    phases: list[RssPhase] = Field(default_factory=list)
+    method_detail: str | None = None
+
+
+class ProfiledOperator(_Model):
+    name: str
+    calls: int
+    self_cpu_time_s: float
+    cpu_time_total_s: float
+    self_device_time_s: float | None = None
+    device_time_total_s: float | None = None
+    input_shapes: list[str] = Field(default_factory=list)
+
+
+class ProfileSection(_Model):
+    instrumented: Literal[True] = True
+    sort_by: str
+    operators: list[ProfiledOperator]
+    trace_path: str | None = None
+    note: str = "instrumented pass: self times include profiler overhead and are not clean latency"
+
+
+class BenchmarkReport(_Report):
+    """Workload evidence: any of latency, memory, rss, profile and operator FLOPs."""
+
+    kind: Literal["benchmark"] = "benchmark"
+    name: str | None = None
+    work_units: float = 1
+    unit: str = "calls"
+    execution: ExecutionRecord
+    latency: LatencySection | None = None
+    memory: MemorySection | None = None
+    rss: RssSection | None = None
+    profile: ProfileSection | None = None
+    flops: FlopReport | None = None
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+class MetricDelta(_Model):
+    """Before/after of one metric. ``delta`` is numeric only when both sides are complete."""
+
+    before: MetricResult
+    after: MetricResult
+    delta: Number | None
+    ratio: float | None
+    status: Status
+
+
+class LayerKey(_Model):
+    path: str
+    call_index: int
+    type: str
+
+
+class LayerChange(_Model):
+    path: str
+    call_index: int
+    type_before: str
+    type_after: str
+    metrics: dict[str, MetricDelta]
+
+
+class ReportDiff(_Report):
+    kind: Literal["report_diff"] = "report_diff"
+    before_model: str
+    after_model: str
+    totals: dict[str, MetricDelta]
+    added: list[LayerKey] = Field(default_factory=list)
+    removed: list[LayerKey] = Field(default_factory=list)
+    changed: list[LayerChange] = Field(default_factory=list)
+    before_env_hash: str | None = None
+    after_env_hash: str | None = None
+
+
+class CheckResult(_Model):
+    """The owner's output check. ``performed=False`` when saved reports were compared."""
+
+    performed: bool
+    passed: bool | None
+    detail: str | None = None
+    tolerance: Any = None
+    error: str | None = None
+
+
+Verdict: TypeAlias = Literal[
+    "faster", "slower", "no_difference", "inconclusive", "withheld", "not_comparable"
+]
+
+
+class PerformanceDelta(_Model):
+    metric: str
+    unit: str
+    scope: str
+    method: str
+    baseline: MetricResult
+    candidate: MetricResult
+    ratio: float | None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    confidence: float | None = None
+    verdict: Verdict
+    withheld: bool = False
+    reason: str | None = None
+
+
+class BenchmarkComparison(_Report):
+    kind: Literal["benchmark_comparison"] = "benchmark_comparison"
+    baseline_name: str | None = None
+    candidate_name: str | None = None
+    check: CheckResult
+    deltas: list[PerformanceDelta]
+    settings: dict[str, Any] = Field(default_factory=dict)
+    baseline: BenchmarkReport | None = None
+    candidate: BenchmarkReport | None = None
+
+
+AnyReport: TypeAlias = Annotated[
+    AnalysisReport | FlopReport | BenchmarkReport | ReportDiff | BenchmarkComparison,
+    Field(discriminator="kind"),
+]
+
+REPORT_TYPES: dict[str, type[_Report]] = {
+    "analysis": AnalysisReport,
+    "flops": FlopReport,
+    "benchmark": BenchmarkReport,
+    "report_diff": ReportDiff,
+    "benchmark_comparison": BenchmarkComparison,
+}
+
+
+class IncompleteAnalysisError(RuntimeError):
+    """Raised under ``strict=True`` when a requested metric is not complete.
+
+    The whole report stays available as ``error.report``.
+    """
+
+    def __init__(self, report: _Report, incomplete: list[str]) -> None:
+        self.report = report
+        self.incomplete = list(incomplete)
+        listed = ", ".join(self.incomplete) if self.incomplete else "(none listed)"
+        super().__init__(
+            f"{type(report).__name__} is incomplete: {listed}; "
+            "see error.report.diagnostics for why"
+        )
+
+
+# ------------------------------------------------------------------------------ load/save
+
+
+def _read_source(path_or_text: str | os.PathLike[str] | bytes) -> tuple[str, str]:
+    """Return (text, where) for a path or a JSON text."""
+    if isinstance(path_or_text, bytes):
+        return path_or_text.decode("utf-8"), "<bytes>"
+    if isinstance(path_or_text, os.PathLike):
+        path = Path(path_or_text)
+        return path.read_text(encoding="utf-8"), str(path)
+    text = str(path_or_text)
+    if text.lstrip().startswith(("{", "[")):
+        return text, "<text>"
+    path = Path(text)
+    if not path.exists():
+        raise ValueError(f"load_report: {text!r} is neither a JSON document nor an existing file")
+    return path.read_text(encoding="utf-8"), str(path)
+
+
+def load_report(
+    path_or_text: str | os.PathLike[str] | bytes,
+) -> AnalysisReport | FlopReport | BenchmarkReport | ReportDiff | BenchmarkComparison:
+    """Load any report kind from a path or JSON text; refuse anything it cannot vouch for."""
+    text, where = _read_source(path_or_text)
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{where}: malformed JSON ({error})") from error
+    if not isinstance(document, dict):
+        raise ValueError(f"{where}: not a torchscan_stages report (top level is not an object)")
+    if "kind" not in document or "schema_version" not in document:
+        raise ValueError(
+            f"{where}: not a torchscan_stages report (no 'kind' and 'schema_version' fields)"
+        )
+    kind = document["kind"]
+    if kind not in REPORT_TYPES:
+        raise ValueError(
+            f"{where}: unknown report kind {kind!r}; expected one of {sorted(REPORT_TYPES)}"
+        )
+    version = document["schema_version"]
+    if version != SCHEMA_VERSION:
+        raise ValueError(
+            f"{where}: unsupported schema_version {version!r} for kind {kind!r}; "
+            f"this version of torchscan_stages reads schema_version {SCHEMA_VERSION}"
+        )
+    try:
+        return REPORT_TYPES[kind].model_validate(document)  # type: ignore[return-value]
+    except ValidationError as error:
+        raise ValueError(f"{where}: invalid {kind} report: {error}") from error
+
+
+def report_json_schema(kind: str) -> dict[str, Any]:
+    """JSON Schema of one report kind."""
+    if kind not in REPORT_TYPES:
+        raise ValueError(f"unknown report kind {kind!r}; expected one of {sorted(REPORT_TYPES)}")
+    return REPORT_TYPES[kind].model_json_schema()
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write text to ``path`` via a temporary file in the same folder and an atomic rename.
+
+    An interrupted write leaves the previous file (or none), never a truncated one.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    return target
+
+
+def save_report(report: _Report, path: str | os.PathLike[str]) -> Path:
+    """Write any report atomically as JSON."""
+    return report.save(path)
