@@ -79,7 +79,11 @@ class MetricResult(_Model):
     @classmethod
     def complete(cls, value: Number, *, unit: str, scope: str, method: str) -> MetricResult:
         return cls(
-            status="complete", value=value, known_value=value, unit=unit, scope=scope,
+            status="complete",
+            value=value,
+            known_value=value,
+            unit=unit,
+            scope=scope,
             method=method,
         )
 
@@ -100,9 +104,7 @@ class MetricResult(_Model):
         return self.known_value
 
 
-def combine_sum(
-    results: list[MetricResult], *, unit: str, scope: str, method: str
-) -> MetricResult:
+def combine_sum(results: list[MetricResult], *, unit: str, scope: str, method: str) -> MetricResult:
     """Add results of one unit/scope/method; incompleteness propagates, never becomes zero.
 
     An empty list is a complete zero (nothing to count). Any unavailable or partial part makes
@@ -333,6 +335,9 @@ class LatencyStats(_Model):
     calls_per_block: int
     warmup_calls: int
     total_time_s: float
+    relative_iqr: float | None = None
+    calibration_calls: int = 0
+    stop_reason: str | None = None
 
 
 class LatencySection(_Model):
@@ -367,6 +372,10 @@ class RssSection(_Model):
     timeout_s: float
     phases: list[RssPhase] = Field(default_factory=list)
     method_detail: str | None = None
+    tree_peak: MetricResult | None = None
+    samples: int = 0
+    sample_interval_s: float | None = None
+    signal: int | None = None
 
 
 class ProfiledOperator(_Model):
@@ -384,6 +393,11 @@ class ProfileSection(_Model):
     sort_by: str
     operators: list[ProfiledOperator]
     trace_path: str | None = None
+    activities: list[str] = Field(default_factory=list)
+    profiled_calls: int = 1
+    warmup_calls: int = 0
+    row_limit: int | None = None
+    operators_total: int | None = None
     note: str = "instrumented pass: self times include profiler overhead and are not clean latency"
 
 
@@ -452,7 +466,14 @@ class CheckResult(_Model):
 
 
 Verdict: TypeAlias = Literal[
-    "faster", "slower", "no_difference", "inconclusive", "withheld", "not_comparable"
+    "faster",
+    "slower",
+    "no_difference",
+    "increased",
+    "decreased",
+    "inconclusive",
+    "withheld",
+    "not_comparable",
 ]
 
 
@@ -508,8 +529,7 @@ class IncompleteAnalysisError(RuntimeError):
         self.incomplete = list(incomplete)
         listed = ", ".join(self.incomplete) if self.incomplete else "(none listed)"
         super().__init__(
-            f"{type(report).__name__} is incomplete: {listed}; "
-            "see error.report.diagnostics for why"
+            f"{type(report).__name__} is incomplete: {listed}; see error.report.diagnostics for why"
         )
 
 

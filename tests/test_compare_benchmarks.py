@@ -1,0 +1,136 @@
+"""compare_benchmarks: output check first, interleaved timing, verdicts from intervals."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from torchscan_stages.compare import compare_benchmarks
+from torchscan_stages.interleave import RatioEstimate, latency_verdict, ratio_of_medians
+from torchscan_stages.measure.latency import measure_latency
+from torchscan_stages.report import BenchmarkComparison, load_report
+
+UNIT_S = 0.0001  # one unit of busy work: 0.1 ms
+
+
+def _busy(units: int) -> Callable[[], int]:
+    """A workload that spins ``units`` x 0.1 ms: its cost scales exactly with ``units``."""
+
+    def workload() -> int:
+        for _ in range(units):
+            end = time.perf_counter() + UNIT_S
+            while time.perf_counter() < end:
+                pass
+        return units
+
+    return workload
+
+
+def _always(passed: bool) -> Callable[[object, object], bool]:
+    return lambda base, cand: passed
+
+
+def test_a_a_is_never_faster_or_slower() -> None:
+    verdicts = [
+        compare_benchmarks(_busy(10), _busy(10), check=_always(True)).deltas[0].verdict
+        for _ in range(10)
+    ]
+    assert not {"faster", "slower"} & set(verdicts), verdicts
+
+
+def test_thirty_percent_slower_candidate() -> None:
+    # baseline 10 units, candidate 13 units of the same busy work -> ratio 13 / 10 = 1.3
+    result = compare_benchmarks(_busy(10), _busy(13), check=_always(True), min_run_time=0.5)
+    latency = result.deltas[0]
+    assert latency.metric == "latency.warmed"
+    assert latency.verdict == "slower", latency.reason
+    assert latency.ci_low is not None and latency.ci_high is not None
+    assert latency.ci_low <= 1.3 <= latency.ci_high, (latency.ci_low, latency.ci_high)
+    throughput = result.deltas[1]
+    assert throughput.metric == "throughput"
+    assert throughput.ratio == pytest.approx(1 / latency.ratio)  # type: ignore[operator]
+
+
+def test_failed_check_withholds_every_delta() -> None:
+    def check(base: int, cand: int) -> dict[str, object]:
+        error = abs(base - cand) / base  # outputs 10 and 11 -> relative error 0.1
+        return {"passed": error <= 1e-3, "detail": f"relative error {error}", "tolerance": 1e-3}
+
+    result = compare_benchmarks(_busy(10), _busy(11), check=check, min_run_time=0.1)
+    assert result.check.performed and result.check.passed is False
+    assert result.check.tolerance == 1e-3
+    assert result.check.detail == "relative error 0.1"
+    assert result.deltas and all(d.verdict == "withheld" and d.withheld for d in result.deltas)
+    assert result.deltas[0].ratio is not None  # still visible, only marked
+    assert any(d.code == "check_failed" for d in result.diagnostics)
+    assert load_report(result.model_dump_json()) == result
+
+
+def test_check_that_raises_is_a_failed_check() -> None:
+    def check(base: object, cand: object) -> bool:
+        raise RuntimeError("shapes differ")
+
+    result = compare_benchmarks(_busy(1), _busy(1), check=check, min_run_time=0.05)
+    assert result.check.passed is False
+    assert result.check.error == "RuntimeError: shapes differ"
+
+
+def test_check_is_required_for_workloads() -> None:
+    with pytest.raises(TypeError, match=r"check=\.\.\.\) is required"):
+        compare_benchmarks(_busy(1), _busy(1))
+
+
+def test_saved_reports_record_check_not_performed() -> None:
+    base = measure_latency(_busy(10), min_run_time=0.2)
+    cand = measure_latency(_busy(20), min_run_time=0.2)
+    result = compare_benchmarks(base, cand)
+    assert isinstance(result, BenchmarkComparison)
+    assert (result.check.performed, result.check.passed) == (False, None)
+    assert result.deltas[0].verdict == "slower"  # 20 units vs 10 units -> ratio near 2
+    assert result.deltas[0].ratio == pytest.approx(2.0, rel=0.1)
+
+
+def test_saved_reports_from_different_devices_are_not_comparable() -> None:
+    base = measure_latency(_busy(2), min_run_time=0.1)
+    cand = base.model_copy(
+        update={"execution": base.execution.model_copy(update={"device": "cuda:0"})}
+    )
+    cand = cand.model_copy(
+        update={"provenance": cand.provenance.model_copy(update={"torch_version": "9.9"})}
+    )
+    result = compare_benchmarks(base, cand)
+    assert {d.verdict for d in result.deltas} == {"not_comparable"}
+    messages = [d.message for d in result.diagnostics if d.code == "not_comparable"]
+    assert "device is different: baseline='cpu', candidate='cuda:0'" in messages
+    assert any(m.startswith("torch_version is different") for m in messages)
+
+
+def test_saved_reports_with_check_are_refused() -> None:
+    base = measure_latency(_busy(1), min_run_time=0.05)
+    with pytest.raises(TypeError, match="cannot run on saved reports"):
+        compare_benchmarks(base, base, check=_always(True))
+
+
+def test_ratio_of_medians_paired_bootstrap() -> None:
+    base = [1.0, 1.1, 0.9, 1.0, 1.05]
+    cand = [2.0, 2.2, 1.8, 2.0, 2.1]  # every round exactly twice the baseline
+    estimate = ratio_of_medians(base, cand, confidence=0.95, resamples=500, paired=True)
+    # medians 1.0 and 2.0 -> 2.0; paired resamples keep each round's 2x -> interval [2, 2]
+    assert (estimate.ratio, estimate.low, estimate.high) == pytest.approx((2.0, 2.0, 2.0))
+
+
+@pytest.mark.parametrize(
+    ("ratio", "low", "high", "verdict"),
+    [
+        (1.30, 1.25, 1.35, "slower"),
+        (0.70, 0.65, 0.75, "faster"),
+        (1.01, 0.99, 1.03, "no_difference"),
+        (1.03, 1.01, 1.06, "inconclusive"),  # above 1 but within the 5% minimum effect
+        (1.20, 0.90, 1.50, "inconclusive"),  # too noisy
+    ],
+)
+def test_latency_verdicts(ratio: float, low: float, high: float, verdict: str) -> None:
+    estimate = RatioEstimate(ratio, low, high, 0.95, 1000, True)
+    assert latency_verdict(estimate, min_effect=0.05)[0] == verdict

@@ -1,0 +1,123 @@
+"""The compare command as a subprocess: Markdown out, exit codes as a CI gate."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from torchscan_stages.measure.stats import summarize
+from torchscan_stages.provenance import build_provenance
+from torchscan_stages.report import (
+    BenchmarkComparison,
+    BenchmarkReport,
+    CheckResult,
+    ExecutionRecord,
+    LatencySection,
+    LatencyStats,
+    MetricResult,
+)
+
+
+def _report(blocks: list[float], name: str) -> BenchmarkReport:
+    """A saved latency report with given raw block times (seconds per call)."""
+    stats = summarize(blocks)
+    method, scope = "wall_clock", "warmed_block_average"
+    return BenchmarkReport(
+        provenance=build_provenance(),
+        name=name,
+        execution=ExecutionRecord(
+            device="cpu", num_threads=1, num_interop_threads=1, grad_enabled=False
+        ),
+        latency=LatencySection(
+            first_call=MetricResult.complete(
+                blocks[0], unit="s", scope="first_call", method=method
+            ),
+            warmed=MetricResult.complete(stats.median, unit="s", scope=scope, method=method),
+            throughput=MetricResult.complete(
+                1 / stats.median,
+                unit="calls/s",
+                scope=scope,
+                method="work_units_per_median_latency",
+            ),
+            stats=LatencyStats(
+                median=stats.median,
+                q1=stats.q1,
+                q3=stats.q3,
+                iqr=stats.iqr,
+                min=stats.min,
+                max=stats.max,
+                mean=stats.mean,
+                blocks=stats.count,
+                calls_per_block=10,
+                warmup_calls=5,
+                total_time_s=1.0,
+            ),
+            block_times_s=blocks,
+            timer="time.perf_counter",
+            synchronized=False,
+        ),
+    )
+
+
+BASE = [0.0100 + 0.00001 * (i % 5) for i in range(20)]  # 10.00-10.04 ms
+SLOW = [1.3 * t for t in BASE]  # every block 30% slower
+
+
+def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "torchscan_stages", "compare", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_gate_fails_on_confident_slowdown(tmp_path: Path) -> None:
+    base = _report(BASE, "base").save(tmp_path / "base.json")
+    cand = _report(SLOW, "cand").save(tmp_path / "cand.json")
+    result = _run(base, cand, "--max-slowdown", "1.05", "-o", tmp_path / "cmp.json")
+    assert result.returncode == 1, result.stderr
+    assert "| latency.warmed |" in result.stdout
+    assert "slower" in result.stdout
+    assert "**Gate: FAILED**" in result.stdout
+    assert "Output check: not performed" in result.stdout
+    assert (tmp_path / "cmp.json").exists()
+
+
+def test_no_threshold_means_no_verdict_exit(tmp_path: Path) -> None:
+    base = _report(BASE, "base").save(tmp_path / "base.json")
+    cand = _report(SLOW, "cand").save(tmp_path / "cand.json")
+    result = _run(base, cand)
+    assert result.returncode == 0, result.stderr
+    assert "Gate" not in result.stdout
+
+
+def test_same_speed_passes_the_gate(tmp_path: Path) -> None:
+    base = _report(BASE, "base").save(tmp_path / "base.json")
+    result = _run(base, base, "--max-slowdown", "1.05")
+    assert result.returncode == 0, result.stdout
+    assert "no_difference" in result.stdout
+    assert "**Gate: passed**" in result.stdout
+
+
+def test_failed_check_in_saved_comparison_fails(tmp_path: Path) -> None:
+    comparison = BenchmarkComparison(
+        provenance=build_provenance(),
+        check=CheckResult(performed=True, passed=False, detail="max abs diff 0.5", tolerance=0.001),
+        deltas=[],
+    ).save(tmp_path / "cmp.json")
+    result = _run(comparison)
+    assert result.returncode == 1
+    assert "Output check: FAILED" in result.stdout
+    assert "- the output check failed" in result.stdout
+
+
+def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text("{nope")
+    result = _run(broken, broken)
+    assert result.returncode == 2
+    assert "malformed JSON" in result.stderr
+    assert str(broken) in result.stderr

@@ -1,0 +1,39 @@
+"""``python -m torchscan_stages COMMAND ...``: a thin dispatcher over ``commands/``.
+
+Each command is imported only when asked for, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "summary": "print the cost table of an embedded model and write its AnalysisReport",
+    "render": "render saved reports to one offline HTML page",
+    "compare": "compare two saved reports; exit non-zero when an owner threshold is violated",
+}
+
+
+def _usage() -> str:
+    lines = ["usage: python -m torchscan_stages COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<9} {text}" for name, text in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in {"-h", "--help"}:
+        print(_usage())
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(f"torchscan_stages.commands.{name}")
+    result: int = module.main(rest)
+    return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

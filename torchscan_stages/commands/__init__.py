@@ -1,0 +1,1 @@
+"""Command-line subcommands; each module exposes ``main(argv) -> int``."""
