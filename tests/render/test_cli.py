@@ -1,0 +1,60 @@
+"""``python -m torchscan_stages render REPORT.json... -o OUT.html``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import render_samples as samples
+
+from torchscan_stages.commands.render import main
+
+
+def test_one_report_gives_its_page(tmp_path: Path) -> None:
+    report = samples.analysis_report().save(tmp_path / "crawl.json")
+    out = tmp_path / "page.html"
+    assert main([str(report), "-o", str(out)]) == 0
+    html = out.read_text(encoding="utf-8")
+    assert "<title>TinyNet</title>" in html and 'id="r0-layers"' in html
+
+
+def test_several_reports_give_an_index(tmp_path: Path) -> None:
+    paths = [
+        samples.benchmark_report(threads=t, median=0.01 / t).save(tmp_path / f"lat{t}.json")
+        for t in (1, 2)
+    ]
+    paths.append(samples.flop_report().save(tmp_path / "flops.json"))
+    out = tmp_path / "index.html"
+    assert main([*map(str, paths), "-o", str(out), "--title", "Nightly"]) == 0
+    html = out.read_text(encoding="utf-8")
+    assert "<title>Nightly</title>" in html and 'id="sweep"' in html and 'id="r3-top"' in html
+
+
+def test_bad_input_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = samples.flop_report().save(tmp_path / "good.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"kind": "weather", "schema_version": 1}', encoding="utf-8")
+    out = tmp_path / "out.html"
+    assert main([str(good), str(bad), "-o", str(out)]) == 1
+    assert "unknown report kind 'weather'" in capsys.readouterr().err
+    assert main([str(tmp_path / "missing.json"), "-o", str(out)]) == 1
+    assert "missing.json: no such report file" in capsys.readouterr().err
+    assert not out.exists()
+    assert main([str(good)]) == 2  # -o is required
+    assert "-o/--output" in capsys.readouterr().err
+
+
+def test_module_entry_point(tmp_path: Path) -> None:
+    report = samples.flop_report().save(tmp_path / "flops.json")
+    out = tmp_path / "flops.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "torchscan_stages", "render", str(report), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {out}" in done.stdout and out.stat().st_size > 10_000

@@ -1,0 +1,7 @@
+"""Offline HTML for every report kind: one self-contained page, no network resources."""
+
+from __future__ import annotations
+
+from .html import render_index, render_report
+
+__all__ = ["render_index", "render_report"]

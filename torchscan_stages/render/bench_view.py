@@ -1,0 +1,327 @@
+"""BenchmarkReport, ReportDiff and BenchmarkComparison views."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+
+from markupsafe import Markup
+
+from ..report import (
+    BenchmarkComparison,
+    BenchmarkReport,
+    MetricDelta,
+    MetricResult,
+    PerformanceDelta,
+    ReportDiff,
+)
+from .analysis_view import Chart, FlopsView, TotalView, flops_view
+from .common import pretty, reason_for
+from .format import DASH, Cell, human, metric_cell, plain_cell, seconds, thousands
+from .svg import Bar, bar_chart, latency_plot
+
+
+@dataclass(slots=True)
+class BenchmarkView:
+    name: str | None
+    execution: list[tuple[str, str]]
+    latency: list[TotalView]
+    latency_stats: list[tuple[str, Cell]]
+    latency_info: list[tuple[str, str]]
+    latency_chart: Markup | None
+    memory: list[tuple[str, str, Cell]]
+    memory_chart: Markup | None
+    memory_baseline: list[tuple[str, Cell]]
+    rss: list[TotalView]
+    rss_info: list[tuple[str, str]]
+    rss_phases: list[tuple[str, Cell]]
+    rss_chart: Markup | None
+    profile_note: str | None
+    profile_rows: list[tuple[str, str, Cell, Cell, Cell, str]]
+    profile_sort: str | None
+    flops: FlopsView | None
+    has_latency: bool
+    has_memory: bool
+    has_rss: bool
+    has_profile: bool
+
+
+def _total(report: BenchmarkReport, label: str, metric: str, result: MetricResult) -> TotalView:
+    reason = None
+    if result.status != "complete":
+        reason = reason_for(report.diagnostics, metric) or "see diagnostics"
+    return TotalView(label, metric_cell(result, reason=reason), result.status, reason)
+
+
+def _bar(label: str, result: MetricResult) -> Bar:
+    cell = metric_cell(result)
+    return Bar(label, float(result.known_value or 0), result.status, cell.text, cell.title)
+
+
+def benchmark_view(report: BenchmarkReport) -> BenchmarkView:
+    ex = report.execution
+    execution = [
+        ("device", ex.device),
+        ("precision", pretty(ex.precision)),
+        ("threads (intra-op / inter-op)", f"{ex.num_threads} / {ex.num_interop_threads}"),
+        ("gradients enabled", pretty(ex.grad_enabled)),
+        ("training mode", pretty(ex.training)),
+        ("work per call", f"{thousands(report.work_units)} {report.unit}"),
+    ]
+    execution += [(f"workload calls: {k}", thousands(v)) for k, v in sorted(ex.calls.items())]
+    latency: list[TotalView] = []
+    latency_stats: list[tuple[str, Cell]] = []
+    latency_info: list[tuple[str, str]] = []
+    latency_chart = None
+    if (lat := report.latency) is not None:
+        latency = [
+            _total(report, "Warmed latency (median block average)", "warmed", lat.warmed),
+            _total(report, "Throughput", "throughput", lat.throughput),
+            _total(report, "First call", "first_call", lat.first_call),
+        ]
+        if (st := lat.stats) is not None:
+            latency_stats = [
+                (label, plain_cell(getattr(st, key), "s"))
+                for label, key in (
+                    ("median", "median"),
+                    ("q1", "q1"),
+                    ("q3", "q3"),
+                    ("IQR", "iqr"),
+                    ("min", "min"),
+                    ("max", "max"),
+                    ("mean", "mean"),
+                )
+            ]
+            latency_stats += [
+                ("blocks", plain_cell(st.blocks, "")),
+                ("calls per block", plain_cell(st.calls_per_block, "")),
+                ("warm-up calls", plain_cell(st.warmup_calls, "")),
+                ("total timed", plain_cell(st.total_time_s, "s")),
+            ]
+        latency_info = [("timer", lat.timer), ("device synchronised", pretty(lat.synchronized))]
+        latency_info += [(k, pretty(v)) for k, v in sorted(lat.settings.items())]
+        if lat.block_times_s:
+            latency_chart = latency_plot(lat.block_times_s, lat.stats)
+    memory: list[tuple[str, str, Cell]] = []
+    memory_chart = None
+    memory_baseline: list[tuple[str, Cell]] = []
+    if (mem := report.memory) is not None:
+        for result in mem.results:
+            reason = None
+            if result.status != "complete":
+                reason = reason_for(report.diagnostics, result.scope) or "see diagnostics"
+            memory.append((result.scope, result.method, metric_cell(result, reason=reason)))
+        bars = [_bar(r.scope, r) for r in mem.results if r.status != "unavailable"]
+        missing = [r.scope for r in mem.results if r.status == "unavailable"]
+        if bars or missing:
+            memory_chart = bar_chart(bars, label="peak memory by scope", missing=missing)
+        memory_baseline = [
+            (k, plain_cell(v, "bytes")) for k, v in sorted(mem.baseline_bytes.items())
+        ]
+    rss: list[TotalView] = []
+    rss_info: list[tuple[str, str]] = []
+    rss_phases: list[tuple[str, Cell]] = []
+    rss_chart = None
+    if (r := report.rss) is not None:
+        rss = [_total(report, "Peak RSS (fresh child process)", "peak_rss", r.peak)]
+        rss_info = [
+            ("command", shlex.join(r.command)),
+            ("exit code", pretty(r.exit_code)),
+            ("wall time", seconds(r.wall_time_s)),
+            ("timed out", pretty(r.timed_out)),
+            ("timeout", seconds(r.timeout_s)),
+        ]
+        if r.method_detail:
+            rss_info.append(("method", r.method_detail))
+        rss_phases = [(p.name, metric_cell(p.peak_rss)) for p in r.phases]
+        bars = [_bar(p.name, p.peak_rss) for p in r.phases if p.peak_rss.status != "unavailable"]
+        missing = [p.name for p in r.phases if p.peak_rss.status == "unavailable"]
+        if bars:
+            rss_chart = bar_chart(bars, label="peak RSS per phase", missing=missing)
+    profile_rows: list[tuple[str, str, Cell, Cell, Cell, str]] = []
+    profile_note = profile_sort = None
+    if (prof := report.profile) is not None:
+        profile_note, profile_sort = prof.note, prof.sort_by
+        for op in prof.operators:
+            device = (
+                plain_cell(op.self_device_time_s, "s")
+                if op.self_device_time_s is not None
+                else Cell(DASH, "no device time recorded", "na")
+            )
+            profile_rows.append(
+                (
+                    op.name,
+                    thousands(op.calls),
+                    plain_cell(op.self_cpu_time_s, "s"),
+                    plain_cell(op.cpu_time_total_s, "s"),
+                    device,
+                    "; ".join(op.input_shapes[:3]) + (" …" if len(op.input_shapes) > 3 else ""),
+                )
+            )
+    return BenchmarkView(
+        name=report.name,
+        execution=execution,
+        latency=latency,
+        latency_stats=latency_stats,
+        latency_info=latency_info,
+        latency_chart=latency_chart,
+        memory=memory,
+        memory_chart=memory_chart,
+        memory_baseline=memory_baseline,
+        rss=rss,
+        rss_info=rss_info,
+        rss_phases=rss_phases,
+        rss_chart=rss_chart,
+        profile_note=profile_note,
+        profile_rows=profile_rows,
+        profile_sort=profile_sort,
+        flops=flops_view(report.flops) if report.flops is not None else None,
+        has_latency=report.latency is not None,
+        has_memory=report.memory is not None,
+        has_rss=report.rss is not None,
+        has_profile=report.profile is not None,
+    )
+
+
+# ---------------------------------------------------------------------------- comparisons
+
+
+@dataclass(slots=True)
+class DeltaRow:
+    metric: str
+    before: Cell
+    after: Cell
+    delta: Cell
+    ratio: str
+    status: str
+
+
+def _delta_row(metric: str, d: MetricDelta) -> DeltaRow:
+    unit = d.before.unit
+    if d.delta is None:
+        delta = Cell(DASH, f"no numeric delta: status {d.status}", "na")
+    else:
+        sign = "+" if d.delta > 0 else ""
+        delta = Cell(sign + human(d.delta, unit), f"{d.delta:,} {unit}", "ok")
+    ratio = f"×{d.ratio:.3g}" if d.ratio is not None else DASH
+    return DeltaRow(metric, metric_cell(d.before), metric_cell(d.after), delta, ratio, d.status)
+
+
+@dataclass(slots=True)
+class DiffView:
+    before_model: str
+    after_model: str
+    same_env: bool | None
+    env: list[tuple[str, str]]
+    totals: list[DeltaRow]
+    added: list[tuple[str, int, str]]
+    removed: list[tuple[str, int, str]]
+    changed: list[tuple[str, int, str, list[DeltaRow]]]
+
+
+def diff_view(report: ReportDiff) -> DiffView:
+    same = None
+    if report.before_env_hash and report.after_env_hash:
+        same = report.before_env_hash == report.after_env_hash
+    return DiffView(
+        before_model=report.before_model,
+        after_model=report.after_model,
+        same_env=same,
+        env=[
+            ("before environment hash", pretty(report.before_env_hash)),
+            ("after environment hash", pretty(report.after_env_hash)),
+        ],
+        totals=[_delta_row(name, d) for name, d in report.totals.items()],
+        added=[(k.path, k.call_index, k.type) for k in report.added],
+        removed=[(k.path, k.call_index, k.type) for k in report.removed],
+        changed=[
+            (
+                c.path,
+                c.call_index,
+                c.type_before
+                if c.type_before == c.type_after
+                else f"{c.type_before} → {c.type_after}",
+                [_delta_row(name, d) for name, d in c.metrics.items()],
+            )
+            for c in report.changed
+        ],
+    )
+
+
+@dataclass(slots=True)
+class VerdictRow:
+    metric: str
+    how: str
+    baseline: Cell
+    candidate: Cell
+    ratio: str
+    ci: str
+    verdict: str
+    withheld: bool
+    reason: str | None
+
+
+@dataclass(slots=True)
+class ComparisonView:
+    baseline_name: str
+    candidate_name: str
+    check_state: str  # passed | failed | not_performed | error
+    check_rows: list[tuple[str, str]]
+    rows: list[VerdictRow]
+    withheld_count: int
+    settings: list[tuple[str, str]]
+    baseline: BenchmarkView | None
+    candidate: BenchmarkView | None
+    charts: list[Chart]
+
+
+def _verdict_row(d: PerformanceDelta) -> VerdictRow:
+    withheld = d.withheld or d.verdict == "withheld"
+    ratio = f"×{d.ratio:.3f}" if d.ratio is not None else DASH
+    if d.ci_low is not None and d.ci_high is not None:
+        level = f" at {d.confidence * 100:g} %" if d.confidence is not None else ""
+        ci = f"[×{d.ci_low:.3f}, ×{d.ci_high:.3f}]{level}"
+    else:
+        ci = DASH
+    return VerdictRow(
+        metric=d.metric,
+        how=f"{d.unit} · {d.scope} · {d.method}",
+        baseline=metric_cell(d.baseline),
+        candidate=metric_cell(d.candidate),
+        ratio=ratio,
+        ci=ci,
+        verdict="withheld" if withheld else d.verdict,
+        withheld=withheld,
+        reason=d.reason,
+    )
+
+
+def comparison_view(report: BenchmarkComparison) -> ComparisonView:
+    check = report.check
+    if check.error:
+        state = "error"
+    elif not check.performed:
+        state = "not_performed"
+    else:
+        state = "passed" if check.passed else "failed"
+    check_rows = [("performed", pretty(check.performed)), ("passed", pretty(check.passed))]
+    if check.detail:
+        check_rows.append(("detail", check.detail))
+    if check.tolerance is not None:
+        check_rows.append(("tolerance", json.dumps(check.tolerance, sort_keys=True, default=str)))
+    if check.error:
+        check_rows.append(("error", check.error))
+    rows = [_verdict_row(d) for d in report.deltas]
+    return ComparisonView(
+        baseline_name=report.baseline_name or "baseline",
+        candidate_name=report.candidate_name or "candidate",
+        check_state=state,
+        check_rows=check_rows,
+        rows=rows,
+        withheld_count=sum(1 for r in rows if r.withheld),
+        settings=[(k, pretty(v)) for k, v in sorted(report.settings.items())],
+        baseline=benchmark_view(report.baseline) if report.baseline is not None else None,
+        candidate=benchmark_view(report.candidate) if report.candidate is not None else None,
+        charts=[],
+    )

@@ -1,0 +1,192 @@
+"""Number formatting for people: SI prefixes, binary bytes, time units, status-aware cells.
+
+Every display string has an exact companion (for a ``title`` attribute), so rounding on the
+page never hides the measured number. Incomplete results never become a number: partial
+shows ``≥ lower bound``, unavailable shows ``—`` and why.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..report import MetricResult, ValueMeta
+
+_SI = ("", "k", "M", "G", "T", "P", "E")
+_IEC = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+_COUNT_UNITS = frozenset({"FLOPs", "MACs", "DMAs", "FLOP", "MAC", "DMA", "calls"})
+DASH = "—"
+
+
+def _three_digits(x: float) -> str:
+    """Three significant digits without exponent notation (x in [0, 1000))."""
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def si(value: float, unit: str = "", *, space: bool = True) -> str:
+    """``1234567 -> '1.23 M'``; the prefix moves up when rounding reaches 1000."""
+    sign = "-" if value < 0 else ""
+    x = abs(float(value))
+    if x < 1000:
+        text = str(int(x)) if x == int(x) else _three_digits(x)
+        return f"{sign}{text}{' ' if space and unit else ''}{unit}"
+    index = min(int(math.log10(x) // 3), len(_SI) - 1)
+    scaled = x / 1000**index
+    text = _three_digits(scaled)
+    if float(text) >= 1000 and index + 1 < len(_SI):
+        index += 1
+        text = _three_digits(x / 1000**index)
+    gap = " " if space else ""
+    if unit and unit not in _COUNT_UNITS:
+        # '1.59 k samples/s', not '1.59 ksamples/s': only counting units take a glued prefix
+        return f"{sign}{text}{gap}{_SI[index]} {unit}"
+    return f"{sign}{text}{gap}{_SI[index]}{unit}"
+
+
+def iec_bytes(value: float) -> str:
+    """``1572864 -> '1.50 MiB'``: bytes use binary prefixes, as memory tools do."""
+    sign = "-" if value < 0 else ""
+    x = abs(float(value))
+    if x < 1024:
+        return f"{sign}{x:.0f} B"
+    index = min(int(math.log(x, 1024)), len(_IEC) - 1)
+    scaled = x / 1024**index
+    text = _three_digits(scaled)
+    if float(text) >= 1000 and index + 1 < len(_IEC):
+        index += 1
+        text = _three_digits(x / 1024**index)
+    return f"{sign}{text} {_IEC[index]}"
+
+
+def seconds(value: float) -> str:
+    """``0.001234 -> '1.23 ms'``: the largest unit that keeps the number >= 1."""
+    sign = "-" if value < 0 else ""
+    x = abs(float(value))
+    if x == 0:
+        return "0 s"
+    for factor, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if x >= factor:
+            scaled = x / factor
+            if name == "s" and scaled >= 1000:
+                return f"{sign}{thousands(round(scaled))} s"
+            return f"{sign}{_three_digits(scaled)} {name}"
+    return f"{sign}{_three_digits(x / 1e-9)} ns"
+
+
+def thousands(value: float) -> str:
+    """Exact integers with separators; other floats with up to 6 significant digits."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.6g}"
+
+
+def human(value: float, unit: str) -> str:
+    """The display form of ``value`` in ``unit``."""
+    if unit == "bytes":
+        return iec_bytes(value)
+    if unit == "s":
+        return seconds(value)
+    if unit in _COUNT_UNITS:
+        return si(value, unit)
+    if unit.endswith("/s"):
+        return si(value, unit)
+    if unit in ("parameters", "elements", "count", ""):
+        return thousands(value)
+    return f"{thousands(value)} {unit}"
+
+
+def exact(value: float, unit: str) -> str:
+    """The exact form of ``value`` for a title attribute."""
+    if unit == "s":
+        return f"{value:.9g} s"
+    return f"{thousands(value)} {unit}".rstrip()
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One displayed number: the text, its exact title and a status class for CSS."""
+
+    text: str
+    title: str
+    cls: str  # "ok" | "part" | "na"
+
+
+def metric_cell(
+    result: MetricResult | None,
+    *,
+    reason: str | None = None,
+    unit: str | None = None,
+    brief: bool = False,
+) -> Cell:
+    """Status-aware display of a MetricResult; ``unit`` overrides the display unit.
+
+    ``brief`` leaves scope and method out of the title (table columns state them once).
+    """
+    if result is None:
+        return Cell(DASH, "not measured", "na")
+    shown_unit = unit if unit is not None else result.unit
+    how = "" if brief else f" ({result.scope} · {result.method})"
+    if result.status == "unavailable":
+        why = f": {reason}" if reason else ""
+        return Cell(DASH, f"unavailable{why}{how}", "na")
+    number = result.known_value
+    assert number is not None  # guaranteed by MetricResult's validator
+    text = human(number, shown_unit)
+    full = exact(number, result.unit)
+    if result.status == "partial":
+        return Cell(f"≥ {text}", f"lower bound ≥ {full}{how}", "part")
+    return Cell(text, f"{full}{how}", "ok")
+
+
+def plain_cell(value: float | None, unit: str) -> Cell:
+    """A plain number (not a MetricResult), e.g. a raw statistic or a count."""
+    if value is None:
+        return Cell(DASH, "not recorded", "na")
+    return Cell(human(value, unit), exact(value, unit), "ok")
+
+
+def describe_value(meta: ValueMeta | None, limit: int = 80) -> str:
+    """A compact, readable form of a call's input/output structure: ``[1, 64, 56, 56]``."""
+    if meta is None:
+        return DASH
+    text = _describe(meta, 0)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _describe(meta: ValueMeta, level: int) -> str:
+    if meta.kind == "tensor":
+        return "[" + ", ".join(str(d) for d in (meta.shape or [])) + "]"
+    if meta.kind == "none":
+        return "None"
+    if meta.kind in ("tuple", "list"):
+        items = meta.items or []
+        if level >= 3:
+            return "(…)" if meta.kind == "tuple" else "[…]"
+        inner = ", ".join(_describe(item, level + 1) for item in items[:6])
+        if len(items) > 6:
+            inner += f", … {len(items) - 6} more"
+        return f"({inner})" if meta.kind == "tuple" else f"[{inner}]"
+    if meta.kind == "dict":
+        keys = meta.keys or []
+        items = meta.items or []
+        parts = [
+            f"{key}: {_describe(item, level + 1)}"
+            for key, item in zip(keys[:4], items[:4], strict=False)
+        ]
+        if len(keys) > 4:
+            parts.append(f"… {len(keys) - 4} more")
+        return "{" + ", ".join(parts) + "}"
+    return meta.type_name or meta.kind
+
+
+def percent(part: float, whole: float) -> str:
+    """Share of a whole, ``'12.3 %'``; a dash when the whole is zero."""
+    if whole == 0:
+        return DASH
+    return f"{100.0 * part / whole:.1f} %"

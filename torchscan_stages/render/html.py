@@ -1,0 +1,258 @@
+"""render_report and render_index: report models in, one self-contained HTML page out.
+
+Loading and validating happen before any file is touched, so a malformed or unknown report
+raises ValueError and leaves no output behind.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from .._version import __version__
+from ..report import (
+    REPORT_TYPES,
+    AnalysisReport,
+    BenchmarkComparison,
+    BenchmarkReport,
+    FlopReport,
+    MetricResult,
+    ReportDiff,
+    Status,
+    atomic_write_text,
+    load_report,
+)
+from .analysis_view import analysis_charts, analysis_totals, flops_view, layer_events
+from .bench_view import benchmark_view, comparison_view, diff_view
+from .common import diagnostics_view, overall_status, provenance_view
+from .format import describe_value, metric_cell
+from .sweep_view import sweep_view
+
+AnyReport = AnalysisReport | FlopReport | BenchmarkReport | ReportDiff | BenchmarkComparison
+ReportSource = AnyReport | str | bytes | os.PathLike[str]
+
+_KIND_LABEL = {
+    "analysis": "Model cost analysis",
+    "flops": "Operator FLOPs",
+    "benchmark": "Workload benchmark",
+    "report_diff": "Model cost comparison",
+    "benchmark_comparison": "Benchmark comparison",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> Environment:
+    """Autoescape is on for every template: report strings can never become markup."""
+    env = Environment(
+        loader=PackageLoader("torchscan_stages.render", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.globals["metric_cell"] = metric_cell
+    return env
+
+
+def _load(source: object, argument: str) -> AnyReport:
+    if isinstance(source, tuple(REPORT_TYPES.values())):
+        return source  # type: ignore[return-value]
+    if isinstance(source, (str, bytes, os.PathLike)):
+        try:
+            return load_report(source)
+        except OSError as error:
+            raise ValueError(f"{argument}: cannot read report {source!s}: {error}") from error
+    raise TypeError(
+        f"{argument} must be a report model, a path or JSON text, got {type(source).__name__}"
+    )
+
+
+@dataclass(slots=True)
+class Headline:
+    label: str
+    result: MetricResult | None
+
+
+def _headlines(report: AnyReport) -> list[Headline]:
+    if isinstance(report, AnalysisReport):
+        t = report.totals
+        return [
+            Headline("parameters", t.parameters),
+            Headline("module FLOPs", t.module_flops),
+            Headline("operator FLOPs", t.operator_flops),
+        ]
+    if isinstance(report, FlopReport):
+        return [Headline("operator FLOPs", report.total)]
+    if isinstance(report, BenchmarkReport):
+        heads: list[Headline] = []
+        if report.latency is not None:
+            heads += [
+                Headline("warmed latency", report.latency.warmed),
+                Headline("throughput", report.latency.throughput),
+            ]
+        if report.memory is not None:
+            heads += [Headline(f"peak {r.scope}", r) for r in report.memory.results]
+        if report.rss is not None:
+            heads.append(Headline("peak RSS", report.rss.peak))
+        if report.flops is not None:
+            heads.append(Headline("operator FLOPs", report.flops.total))
+        return heads
+    if isinstance(report, ReportDiff):
+        return [Headline(f"{name} after", d.after) for name, d in list(report.totals.items())[:3]]
+    return [Headline(f"{d.metric} candidate", d.candidate) for d in report.deltas[:3]]
+
+
+def _status(report: AnyReport) -> Status:
+    if isinstance(report, ReportDiff):
+        states = {d.status for d in report.totals.values()}
+        if not states or states == {"unavailable"}:
+            return "unavailable"
+        return "complete" if states == {"complete"} else "partial"
+    return overall_status([h.result for h in _headlines(report)])
+
+
+def _title(report: AnyReport) -> str:
+    if isinstance(report, AnalysisReport):
+        return report.model_type
+    if isinstance(report, FlopReport | BenchmarkReport):
+        return report.name or _KIND_LABEL[report.kind]
+    if isinstance(report, ReportDiff):
+        return f"{report.before_model} → {report.after_model}"
+    return f"{report.baseline_name or 'baseline'} vs {report.candidate_name or 'candidate'}"
+
+
+def _view(report: AnyReport) -> dict[str, Any]:
+    if isinstance(report, AnalysisReport):
+        storage, compute = analysis_totals(report)
+        return {
+            "storage": storage,
+            "compute": compute,
+            "charts": analysis_charts(report),
+            "events": layer_events(report),
+            "layer_count": len(report.layers),
+            "inputs": describe_value(report.inputs, limit=300),
+            "flops": flops_view(report.operator_flops) if report.operator_flops else None,
+        }
+    if isinstance(report, FlopReport):
+        return {"flops": flops_view(report)}
+    if isinstance(report, BenchmarkReport):
+        return {"bench": benchmark_view(report)}
+    if isinstance(report, ReportDiff):
+        return {"diff": diff_view(report)}
+    return {"cmp": comparison_view(report)}
+
+
+def _section(report: AnyReport, prefix: str, *, level: int) -> Markup:
+    """One report as an HTML <section>; ``prefix`` keeps ids unique on an index page."""
+    template = _environment().get_template(f"{report.kind}.html")
+    return Markup(
+        template.render(
+            r=report,
+            v=_view(report),
+            p=prefix,
+            h=level,
+            title=_title(report),
+            kind_label=_KIND_LABEL[report.kind],
+            status=_status(report),
+            heads=_headlines(report),
+            diag=diagnostics_view(report.diagnostics),
+            prov=provenance_view(report.provenance),
+        )
+    )
+
+
+def _page(title: str, body: Markup) -> str:
+    return (
+        _environment().get_template("page.html").render(title=title, body=body, version=__version__)
+    )
+
+
+def _write(html: str, output: str | os.PathLike[str] | None) -> str:
+    if output is not None:
+        atomic_write_text(output, html)
+    return html
+
+
+def render_report(
+    report_or_path: ReportSource, output: str | os.PathLike[str] | None = None
+) -> str:
+    """Render any report kind to one self-contained offline HTML page and return it.
+
+    ``report_or_path`` is a report model, a path to a report JSON file, or JSON text. With
+    ``output`` the page is also written atomically. A malformed or unknown report raises
+    ``ValueError`` before anything is written.
+    """
+    report = _load(report_or_path, "report_or_path")
+    html = _page(_title(report), _section(report, "r0-", level=1))
+    return _write(html, output)
+
+
+@dataclass(slots=True)
+class IndexEntry:
+    anchor: str
+    kind: str
+    kind_label: str
+    title: str
+    status: Status
+    heads: list[Headline]
+    diagnostics: int
+
+
+def render_index(
+    reports_or_paths: Iterable[ReportSource],
+    output: str | os.PathLike[str] | None = None,
+    title: str = "torchscan_stages reports",
+) -> str:
+    """One page over several reports: an overview table, a sweep chart when the benchmark
+    reports form a threads x precision sweep, then every report as its own section.
+
+    Every input is loaded before anything is rendered or written.
+    """
+    if isinstance(reports_or_paths, (str, bytes, os.PathLike)):
+        raise TypeError("reports_or_paths must be an iterable of reports or paths, not one path")
+    reports: list[AnyReport] = []
+    for number, source in enumerate(reports_or_paths):
+        reports.append(_load(source, f"reports_or_paths[{number}]"))
+    if not reports:
+        raise ValueError("reports_or_paths is empty: nothing to render")
+    entries: list[IndexEntry] = []
+    sections: list[Markup] = []
+    bench: list[tuple[str, BenchmarkReport]] = []
+    for number, report in enumerate(reports, start=1):
+        prefix = f"r{number}-"
+        entries.append(
+            IndexEntry(
+                anchor=f"{prefix}top",
+                kind=report.kind,
+                kind_label=_KIND_LABEL[report.kind],
+                title=_title(report),
+                status=_status(report),
+                heads=_headlines(report)[:3],
+                diagnostics=len(report.diagnostics),
+            )
+        )
+        sections.append(_section(report, prefix, level=2))
+        if isinstance(report, BenchmarkReport):
+            bench.append((f"{prefix}top", report))
+    sweep = sweep_view(bench)
+    body = Markup(
+        _environment()
+        .get_template("index.html")
+        .render(title=title, entries=entries, sweep=sweep, sections=sections)
+    )
+    return _write(_page(title, body), output)
+
+
+def render_paths(paths: list[Path], output: Path, title: str | None = None) -> str:
+    """One report → its own page; several → an index page (used by the CLI)."""
+    if len(paths) == 1 and title is None:
+        return render_report(paths[0], output)
+    return render_index(paths, output, title=title or "torchscan_stages reports")

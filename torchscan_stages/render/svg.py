@@ -1,0 +1,269 @@
+"""Inline SVG charts: no script, no fonts, no network; styled by the page's CSS classes.
+
+Every string placed in a chart is escaped here (the charts are built in Python, outside
+jinja's autoescape). Partial values are drawn as open, dashed bars labelled ``≥``;
+unavailable values are never drawn as zero: they are listed beside the chart instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from markupsafe import Markup, escape
+
+from ..report import LatencyStats, Status
+from .format import seconds
+
+_LABEL_CHARS = 30
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """One bar: ``value`` is the complete value or the partial lower bound."""
+
+    label: str
+    value: float
+    status: Status
+    text: str
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    x: str
+    value: float | None
+    status: Status
+    title: str
+
+
+def _e(text: object) -> str:
+    return str(escape(str(text)))
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.1f}".rstrip("0").rstrip(".")
+
+
+def _short(label: str) -> str:
+    return label if len(label) <= _LABEL_CHARS else label[: _LABEL_CHARS - 1] + "…"
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """Round tick values covering [low, high] (1-2-5 steps)."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"nice_ticks: non-finite range ({low}, {high})")
+    if high <= low:
+        high = low + (abs(low) or 1.0)
+    raw = (high - low) / max(count - 1, 1)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    start = math.floor(low / step) * step
+    ticks: list[float] = []
+    value = start
+    while value <= high + step * 1e-9:
+        ticks.append(round(value, 12))
+        value += step
+    if ticks[-1] < high:
+        ticks.append(round(value, 12))
+    return ticks
+
+
+def bar_chart(bars: Sequence[Bar], *, label: str, missing: Sequence[str] = ()) -> Markup:
+    """Horizontal bars scaled to the largest known value; a note lists missing items."""
+    row, left, width, right = 24, 200, 620, 110
+    top = 6
+    height = top + row * max(len(bars), 1) + 6
+    largest = max((b.value for b in bars), default=0.0)
+    scale = (width - left - right) / largest if largest > 0 else 0.0
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{_e(label)}" preserveAspectRatio="xMinYMin meet">'
+    ]
+    for i, bar in enumerate(bars):
+        y = top + i * row
+        length = max(bar.value * scale, 1.0 if bar.value > 0 else 0.0)
+        cls = "bar" if bar.status == "complete" else "bar part"
+        parts.append(
+            f"<g><title>{_e(bar.label)}: {_e(bar.title)}</title>"
+            f'<text class="lbl" x="{left - 8}" y="{y + 16}" text-anchor="end">'
+            f"{_e(_short(bar.label))}</text>"
+            f'<rect class="{cls}" x="{left}" y="{y + 4}" width="{_fmt(length)}" height="16" '
+            f'rx="2"/><text class="val" x="{_fmt(left + length + 6)}" y="{y + 16}">'
+            f"{_e(bar.text)}</text></g>"
+        )
+    if not bars:
+        parts.append(f'<text class="lbl" x="{left}" y="{top + 16}">nothing to draw</text>')
+    parts.append("</svg>")
+    if missing:
+        shown = ", ".join(missing[:8]) + (
+            f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+        )
+        parts.append(f'<p class="chart-note">Not drawn (unavailable): {_e(shown)}</p>')
+    return Markup("".join(parts))
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolation quantile of sorted values (numpy's default method)."""
+    position = (len(sorted_values) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    fraction = position - low
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
+
+
+def latency_plot(block_times_s: Sequence[float], stats: LatencyStats | None) -> Markup:
+    """Box (q1-q3, median, min-max whiskers) over a strip of every raw block average.
+
+    The box uses the report's own statistics when present, so the chart and the table never
+    disagree; the dots are the raw blocks.
+    """
+    times = sorted(float(t) for t in block_times_s)
+    if not times:
+        return Markup('<p class="chart-note">No raw block times were recorded.</p>')
+    if stats is not None:
+        q1, med, q3, lo, hi = stats.q1, stats.median, stats.q3, stats.min, stats.max
+    else:
+        q1, med, q3 = (_quantile(times, q) for q in (0.25, 0.5, 0.75))
+        lo, hi = times[0], times[-1]
+    lo_axis, hi_axis = min(lo, times[0]), max(hi, times[-1])
+    pad = (hi_axis - lo_axis) * 0.05 or abs(hi_axis) * 0.05 or 1e-9
+    ticks = nice_ticks(lo_axis - pad, hi_axis + pad, 5)
+    x0, x1 = ticks[0], ticks[-1]
+    width, left, right, height = 640, 36, 36, 150
+    span = (x1 - x0) or 1.0
+
+    def sx(v: float) -> float:
+        return left + (v - x0) / span * (width - left - right)
+
+    mid = 58
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="latency distribution over {len(times)} blocks">'
+    ]
+    for tick in ticks:
+        x = _fmt(sx(tick))
+        parts.append(
+            f'<line class="grid" x1="{x}" y1="10" x2="{x}" y2="112"/>'
+            f'<text class="tick" x="{x}" y="130" text-anchor="middle">{_e(seconds(tick))}</text>'
+        )
+    parts.append(
+        f'<line class="whisk" x1="{_fmt(sx(lo))}" y1="{mid}" x2="{_fmt(sx(hi))}" y2="{mid}"/>'
+        f'<line class="whisk" x1="{_fmt(sx(lo))}" y1="{mid - 10}" x2="{_fmt(sx(lo))}" '
+        f'y2="{mid + 10}"/><line class="whisk" x1="{_fmt(sx(hi))}" y1="{mid - 10}" '
+        f'x2="{_fmt(sx(hi))}" y2="{mid + 10}"/>'
+        f'<rect class="box" x="{_fmt(sx(q1))}" y="{mid - 22}" '
+        f'width="{_fmt(max(sx(q3) - sx(q1), 1.0))}" height="44"><title>q1 {_e(seconds(q1))}, '
+        f"q3 {_e(seconds(q3))}</title></rect>"
+        f'<line class="med" x1="{_fmt(sx(med))}" y1="{mid - 22}" x2="{_fmt(sx(med))}" '
+        f'y2="{mid + 22}"><title>median {_e(seconds(med))}</title></line>'
+    )
+    for i, t in enumerate(block_times_s):
+        jitter = ((i * 0.6180339887) % 1.0 - 0.5) * 36
+        parts.append(
+            f'<circle class="dot" cx="{_fmt(sx(float(t)))}" cy="{_fmt(mid + jitter)}" r="2.6">'
+            f"<title>block {i + 1}: {_e(seconds(float(t)))}</title></circle>"
+        )
+    parts.append(
+        f'<text class="tick" x="{left}" y="146">per-call block averages, '
+        f"{len(times)} blocks; box = q1-q3, line = median, whiskers = min-max</text></svg>"
+    )
+    return Markup("".join(parts))
+
+
+_MARKERS = ("circle", "square", "diamond", "triangle")
+
+
+def _marker(kind: str, x: float, y: float, cls: str) -> str:
+    if kind == "square":
+        return f'<rect class="{cls}" x="{_fmt(x - 4)}" y="{_fmt(y - 4)}" width="8" height="8"/>'
+    if kind == "diamond":
+        pts = f"{_fmt(x)},{_fmt(y - 5)} {_fmt(x + 5)},{_fmt(y)} {_fmt(x)},{_fmt(y + 5)} " + (
+            f"{_fmt(x - 5)},{_fmt(y)}"
+        )
+        return f'<polygon class="{cls}" points="{pts}"/>'
+    if kind == "triangle":
+        pts = f"{_fmt(x)},{_fmt(y - 5)} {_fmt(x + 5)},{_fmt(y + 4)} {_fmt(x - 5)},{_fmt(y + 4)}"
+        return f'<polygon class="{cls}" points="{pts}"/>'
+    return f'<circle class="{cls}" cx="{_fmt(x)}" cy="{_fmt(y)}" r="4"/>'
+
+
+def line_chart(
+    series: dict[str, list[Point]],
+    x_labels: Sequence[str],
+    *,
+    label: str,
+    formatter: Callable[[float], str],
+    x_text: str = "",
+) -> Markup:
+    """Lines over categorical x (e.g. thread counts), one series per precision, y from 0.
+
+    Partial points are hollow markers (a lower bound); unavailable points are gaps.
+    """
+    fmt = formatter
+    width, left, right, top, bottom = 640, 78, 120, 14, 40
+    height = 240
+    values = [p.value for pts in series.values() for p in pts if p.value is not None]
+    ticks = nice_ticks(0.0, max(values) if values else 1.0, 5)
+    y_max = ticks[-1] or 1.0
+    plot_w, plot_h = width - left - right, height - top - bottom
+    step = plot_w / max(len(x_labels) - 1, 1)
+    index = {x: i for i, x in enumerate(x_labels)}
+
+    def sx(x: str) -> float:
+        return left + (index[x] * step if len(x_labels) > 1 else plot_w / 2)
+
+    def sy(v: float) -> float:
+        return top + plot_h - v / y_max * plot_h
+
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" aria-label="{_e(label)}">'
+    ]
+    for tick in ticks:
+        y = _fmt(sy(tick))
+        parts.append(
+            f'<line class="grid" x1="{left}" y1="{y}" x2="{left + plot_w}" y2="{y}"/>'
+            f'<text class="tick" x="{left - 6}" y="{_fmt(sy(tick) + 4)}" text-anchor="end">'
+            f"{_e(fmt(tick))}</text>"
+        )
+    for x in x_labels:
+        parts.append(
+            f'<text class="tick" x="{_fmt(sx(x))}" y="{height - 20}" text-anchor="middle">'
+            f"{_e(x)}</text>"
+        )
+    parts.append(
+        f'<text class="tick" x="{left + plot_w / 2:.0f}" y="{height - 4}" '
+        f'text-anchor="middle">{_e(x_text)}</text>'
+    )
+    for n, (name, points) in enumerate(series.items()):
+        cls = f"s{n % 6}"
+        segment: list[str] = []
+        segments: list[list[str]] = []
+        for p in points:
+            if p.value is None:
+                if segment:
+                    segments.append(segment)
+                segment = []
+                continue
+            segment.append(f"{_fmt(sx(p.x))},{_fmt(sy(p.value))}")
+        if segment:
+            segments.append(segment)
+        for seg in segments:
+            parts.append(f'<polyline class="ln {cls}" points="{" ".join(seg)}"/>')
+        shape = _MARKERS[n % len(_MARKERS)]
+        for p in points:
+            if p.value is None:
+                continue
+            hollow = " hollow" if p.status != "complete" else ""
+            parts.append(
+                f"<g><title>{_e(name)}, {_e(p.x)}: {_e(p.title)}</title>"
+                f"{_marker(shape, sx(p.x), sy(p.value), f'mk {cls}{hollow}')}</g>"
+            )
+        ly = top + 14 + n * 20
+        parts.append(
+            _marker(shape, left + plot_w + 18, ly - 4, f"mk {cls}")
+            + f'<text class="lbl" x="{left + plot_w + 28}" y="{ly}">{_e(_short(name))}</text>'
+        )
+    parts.append("</svg>")
+    return Markup("".join(parts))
