@@ -1,0 +1,68 @@
+"""summary(): golden text, max_depth, markers, returned report, flags restored."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from torchscan_stages.analysis.summary import format_metric, summary
+from torchscan_stages.commands.summary import main
+from torchscan_stages.report import MetricResult, load_report
+
+GOLDEN = Path(__file__).parent / "golden" / "summary_cnn.txt"
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.head = nn.Linear(4 * 4 * 4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.flatten(self.features(x), 1))
+
+
+def _model() -> Net:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return Net()
+
+
+def test_summary_matches_golden() -> None:
+    buffer = io.StringIO()
+    report = summary(_model(), (3, 8, 8), file=buffer)
+    text = buffer.getvalue()
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text()
+    assert report.model_type == "Net"
+
+
+def test_max_depth_and_training_flags() -> None:
+    model = _model().train()
+    buffer = io.StringIO()
+    summary(model, (3, 8, 8), max_depth=0, file=buffer)
+    lines = [line for line in buffer.getvalue().splitlines() if line.startswith("Net")]
+    assert len(lines) == 1
+    assert "Conv2d" not in buffer.getvalue()
+    assert model.training and model.features.training
+
+
+def test_markers() -> None:
+    args = {"unit": "FLOPs", "scope": "forward", "method": "module_formula"}
+    assert format_metric(MetricResult.complete(1500, **args)) == "1.50k"
+    assert format_metric(MetricResult.partial(12, **args)) == ">=12"
+    assert format_metric(MetricResult.unavailable(**args)) == "n/a"
+
+
+def test_command_writes_report(tmp_path: Path, capsys: object) -> None:
+    target = tmp_path / "out" / "summary.json"
+    assert main(["--json", str(target), "--max-depth", "1", "--mode", "structure"]) == 0
+    report = load_report(target)
+    assert report.kind == "analysis" and report.mode == "structure"
+    assert json.loads(target.read_text())["model_type"] == "SmallResNet"

@@ -1,0 +1,183 @@
+"""ModuleHandler, the one registry of module formulas, and its lookup.
+
+Built-in formulas and user ``custom_modules`` are the same type and go through the same
+lookup, so there is never a second table to drift out of sync. ``register_handler`` refuses
+bad and duplicate keys (like torch's ``register_flop_formula``); lookup walks
+``type(module).__mro__`` so subclasses resolve to their closest registered ancestor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from torch import nn
+
+from ..report import Diagnostic, MetricResult
+
+FORMULA_METRICS: tuple[str, ...] = (
+    "module_flops",
+    "macs",
+    "dmas",
+    "receptive_field",
+    "effective_stride",
+    "effective_padding",
+)
+"""Metrics a handler may return. The last three are *local* (this layer's own kernel,
+stride and padding); crawl_module chains them into cumulative values."""
+
+METRIC_UNITS: dict[str, str] = {
+    "module_flops": "FLOPs",
+    "macs": "MACs",
+    "dmas": "elements",
+    "receptive_field": "input_positions",
+    "effective_stride": "input_positions",
+    "effective_padding": "input_positions",
+}
+SCOPE = "forward"
+METHOD = "module_formula"
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Everything one module call saw: the handler's whole view of the call."""
+
+    module: nn.Module
+    path: str
+    call_index: int
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    output: Any
+
+
+HandlerValue: TypeAlias = "int | float | MetricResult | None"
+HandlerResult: TypeAlias = Mapping[str, Any]
+Callback: TypeAlias = Callable[[CallContext], HandlerResult]
+
+
+@dataclass(frozen=True)
+class ModuleHandler:
+    """A module cost estimate: ``callback(ctx)`` returns any subset of FORMULA_METRICS.
+
+    Values are numbers (complete), MetricResult (its status and numbers are kept; unit, scope
+    and method are set to the module-formula ones) or None (unavailable). An optional
+    ``"diagnostics"`` entry (list of Diagnostic or str) travels with the record.
+    ``inclusive=True`` declares that the estimate covers the whole subtree, so children are
+    not counted again in totals (their records are still produced).
+    """
+
+    callback: Callback
+    inclusive: bool = False
+    name: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if not callable(self.callback):
+            raise TypeError(
+                f"ModuleHandler(callback=...) must be callable, got {type(self.callback).__name__}"
+            )
+        if not isinstance(self.inclusive, bool):
+            raise TypeError(f"ModuleHandler(inclusive=...) must be a bool, got {self.inclusive!r}")
+
+    @property
+    def label(self) -> str:
+        return self.name or str(getattr(self.callback, "__qualname__", repr(self.callback)))
+
+
+HANDLERS: dict[type[nn.Module], ModuleHandler] = {}
+
+
+def _check_module_type(key: Any, where: str) -> type[nn.Module]:
+    if not (isinstance(key, type) and issubclass(key, nn.Module)):
+        raise TypeError(f"{where}: keys must be nn.Module subclasses, got {key!r}")
+    return key
+
+
+def register_handler(
+    *module_types: type[nn.Module], inclusive: bool = False
+) -> Callable[[Callback], Callback]:
+    """Decorator registering ``callback`` as the built-in handler of ``module_types``."""
+    if not module_types:
+        raise TypeError("register_handler() needs at least one nn.Module subclass")
+    types = [_check_module_type(t, "register_handler") for t in module_types]
+    for module_type in types:
+        if module_type in HANDLERS:
+            raise ValueError(f"register_handler: {module_type.__qualname__} already has a handler")
+
+    def register(callback: Callback) -> Callback:
+        handler = ModuleHandler(callback, inclusive=inclusive, name=callback.__qualname__)
+        for module_type in types:
+            HANDLERS[module_type] = handler
+        return callback
+
+    return register
+
+
+def validate_custom_modules(
+    custom_modules: Mapping[Any, Any] | None,
+) -> dict[type[nn.Module], ModuleHandler]:
+    """Check ``custom_modules`` before any forward; name the bad key or value."""
+    if custom_modules is None:
+        return {}
+    if not isinstance(custom_modules, Mapping):
+        raise TypeError(
+            "custom_modules must be a mapping {ModuleType: ModuleHandler}, "
+            f"got {type(custom_modules).__name__}"
+        )
+    checked: dict[type[nn.Module], ModuleHandler] = {}
+    for key, handler in custom_modules.items():
+        module_type = _check_module_type(key, "custom_modules")
+        if not isinstance(handler, ModuleHandler):
+            raise TypeError(
+                f"custom_modules[{module_type.__qualname__}] must be a ModuleHandler, "
+                f"got {type(handler).__name__}; wrap the function: ModuleHandler(callback)"
+            )
+        checked[module_type] = handler
+    return checked
+
+
+def lookup_handler(
+    module_type: type[nn.Module], custom: Mapping[type[nn.Module], ModuleHandler]
+) -> ModuleHandler | None:
+    """Closest handler along the MRO; at equal distance a custom handler wins."""
+    for cls in module_type.__mro__:
+        handler = custom.get(cls) if custom else None
+        if handler is None:
+            handler = HANDLERS.get(cls)
+        if handler is not None:
+            return handler
+        if cls is nn.Module:
+            break
+    return None
+
+
+def to_metric(name: str, value: Any) -> MetricResult:
+    """A handler's value for ``name`` as a MetricResult with module-formula unit/scope/method."""
+    unit = METRIC_UNITS[name]
+    if value is None:
+        return MetricResult.unavailable(unit=unit, scope=SCOPE, method=METHOD)
+    if isinstance(value, MetricResult):
+        return MetricResult(
+            status=value.status,
+            value=value.value,
+            known_value=value.known_value,
+            unit=unit,
+            scope=SCOPE,
+            method=METHOD,
+        )
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"metric {name!r} must be a number, MetricResult or None, got {value!r}")
+    return MetricResult.complete(value, unit=unit, scope=SCOPE, method=METHOD)
+
+
+def as_diagnostics(items: Any, path: str) -> list[Diagnostic]:
+    """Normalise a handler's ``diagnostics`` entry."""
+    if not items:
+        return []
+    out: list[Diagnostic] = []
+    for item in items:
+        if isinstance(item, Diagnostic):
+            out.append(item if item.path is not None else item.model_copy(update={"path": path}))
+        else:
+            out.append(Diagnostic(code="handler_note", message=str(item), path=path))
+    return out

@@ -1,0 +1,108 @@
+"""Cheap capture of call inputs/outputs inside hooks, turned into ValueMeta afterwards.
+
+Hooks run on the hot path, so they keep plain tuples; pydantic models are built once the
+forward has finished. Only metadata is kept (shape, dtype, device, requires_grad), never values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..report import ValueMeta
+
+RawMeta = tuple[Any, ...]
+
+
+def capture(value: Any) -> RawMeta:
+    """Recursive metadata of a value as nested tuples (no tensor is kept alive)."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape), value.dtype, value.device, value.requires_grad)
+    if value is None:
+        return ("none",)
+    if isinstance(value, tuple):
+        name = type(value).__name__ if type(value) is not tuple else None
+        return ("tuple", name, tuple(capture(v) for v in value))
+    if isinstance(value, list):
+        return ("list", None, tuple(capture(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(str(k) for k in value), tuple(capture(v) for v in value.values()))
+    if isinstance(value, (bool, int, float, complex, str)):
+        return ("scalar", type(value).__name__)
+    return ("other", type(value).__name__)
+
+
+def call_capture(args: tuple[Any, ...], kwargs: dict[str, Any]) -> RawMeta:
+    """Inputs of a call: the args tuple, with kwargs beside it when there are any."""
+    if not kwargs:
+        return capture(args)
+    return ("dict", ("args", "kwargs"), (capture(args), capture(kwargs)))
+
+
+_NAMES: dict[Any, str] = {}
+
+
+def _name(value: torch.dtype | torch.device) -> str:
+    """str() of a dtype/device, cached (called once per tensor in every record)."""
+    name = _NAMES.get(value)
+    if name is None:
+        name = _NAMES[value] = str(value).removeprefix("torch.")
+    return name
+
+
+def to_value_meta(raw: RawMeta) -> ValueMeta:
+    """Build the wire model from a captured tuple."""
+    kind = raw[0]
+    if kind == "tensor":
+        _, shape, dtype, device, requires_grad = raw
+        return _build(
+            kind="tensor",
+            shape=list(shape),
+            dtype=_name(dtype),
+            device=_name(device),
+            requires_grad=requires_grad,
+        )
+    if kind in ("tuple", "list"):
+        return _build(kind=kind, type_name=raw[1], items=[to_value_meta(v) for v in raw[2]])
+    if kind == "dict":
+        return _build(kind="dict", keys=list(raw[1]), items=[to_value_meta(v) for v in raw[2]])
+    if kind == "none":
+        return _build(kind="none")
+    return _build(kind=kind, type_name=raw[1])
+
+
+def _build(**fields: Any) -> ValueMeta:
+    """ValueMeta without re-validation: every field here is built from typed metadata."""
+    return ValueMeta.model_construct(**fields)
+
+
+def primary_shape(meta: ValueMeta | None) -> list[int] | None:
+    """Shape of the first tensor in a ValueMeta, depth first (for tables)."""
+    if meta is None:
+        return None
+    if meta.kind == "tensor":
+        return meta.shape
+    for item in meta.items or []:
+        shape = primary_shape(item)
+        if shape is not None:
+            return shape
+    return None
+
+
+def describe_shape(meta: ValueMeta | None) -> str:
+    """Short text for a table cell: [1, 16, 32, 32], tuples as (a, b), '-' when none."""
+    if meta is None:
+        return "-"
+    if meta.kind == "tensor":
+        return "[" + ", ".join(str(d) for d in meta.shape or []) + "]"
+    if meta.kind in ("tuple", "list"):
+        inner = [describe_shape(i) for i in meta.items or [] if i.kind != "none"]
+        if len(inner) == 1:
+            return inner[0]
+        return "(" + ", ".join(inner) + ")"
+    if meta.kind == "dict":
+        return "{" + ", ".join(meta.keys or []) + "}"
+    if meta.kind == "none":
+        return "None"
+    return meta.type_name or meta.kind
