@@ -10,6 +10,7 @@ import pytest
 from torchscan_stages.compare import compare_benchmarks
 from torchscan_stages.interleave import RatioEstimate, latency_verdict, ratio_of_medians
 from torchscan_stages.measure.latency import measure_latency
+from torchscan_stages.render import render_report
 from torchscan_stages.report import BenchmarkComparison, load_report
 
 UNIT_S = 0.0001  # one unit of busy work: 0.1 ms
@@ -66,6 +67,8 @@ def test_failed_check_withholds_every_delta() -> None:
     assert result.deltas[0].ratio is not None  # still visible, only marked
     assert any(d.code == "check_failed" for d in result.diagnostics)
     assert load_report(result.model_dump_json()) == result
+    page = render_report(result)
+    assert "withheld" in page and "<script" not in page
 
 
 def test_check_that_raises_is_a_failed_check() -> None:

@@ -6,8 +6,12 @@ Every factory is deterministic for a given seed.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
+
+from .analysis.handlers import CallContext, register_handler
 
 
 class BasicBlock(nn.Module):
@@ -81,6 +85,38 @@ class TinyTransformer(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         hidden = self.encoder(self.embedding(tokens))
         return self.head(self.norm(hidden.mean(dim=1)))
+
+
+@register_handler(BasicBlock)
+def _basic_block_own_work(ctx: CallContext) -> dict[str, Any]:
+    """The block's own arithmetic is the residual add (convs, norms, relu are children).
+
+    FLOPs: one add per output element; MACs: 0; DMAs: read both operands, write the sum. The
+    add is pointwise, so its own receptive field is 1 with stride 1 and no padding.
+    """
+    elements = ctx.output.numel()
+    return {
+        "module_flops": elements,
+        "macs": 0,
+        "dmas": 3 * elements,
+        "receptive_field": 1,
+        "effective_stride": 1,
+        "effective_padding": 0,
+    }
+
+
+@register_handler(TinyTransformer)
+def _tiny_transformer_own_work(ctx: CallContext) -> dict[str, Any]:
+    """The model's own arithmetic is the mean over the sequence (N, L, D) -> (N, D).
+
+    FLOPs follow the reduction convention: one add per input element plus one divide per
+    output element, N*L*D + N*D; MACs: 0; DMAs: read N*L*D, write N*D.
+    """
+    tokens = ctx.args[0]
+    batch, length = tokens.shape[0], tokens.shape[1]
+    width = ctx.module.head.in_features
+    reduced, kept = batch * length * width, batch * width
+    return {"module_flops": reduced + kept, "macs": 0, "dmas": reduced + kept}
 
 
 def _seeded(seed: int) -> torch.Generator:

@@ -98,15 +98,38 @@ def test_mlp_totals_and_records() -> None:
     assert report.inputs.items is not None and report.inputs.items[0].shape == [1, 10]
 
 
-def test_resnet_style_cnn_partial_from_functional_add() -> None:
-    report = crawl_module(small_resnet(), (3, 16, 16))
-    # BasicBlock adds the residual itself: partial with an unsupported_module diagnostic
+class _PlainResidual(nn.Module):
+    """A residual block without a handler: its own add is arithmetic outside its children."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.relu = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.relu(self.conv(x) + x)
+
+
+def test_residual_add_without_handler_is_partial() -> None:
+    model = nn.Sequential(_PlainResidual(4), _PlainResidual(4))
+    report = crawl_module(model, (4, 6, 6))
+    # each block adds the residual itself: partial with an unsupported_module diagnostic
     assert report.totals.module_flops.status == "partial"
-    assert {d.path for d in report.diagnostics if d.code == "unsupported_module"} == {
-        "layer1",
-        "layer2",
-        "layer3",
-    }
+    # known lower bound: 2 convs x (4*36 outputs x 4*9 MACs x 2) + 2 relus x 144 = 20736+288
+    assert report.totals.module_flops.known_value == 2 * (144 * 36 * 2) + 2 * 144
+    assert {d.path for d in report.diagnostics if d.code == "unsupported_module"} == {"0", "1"}
+
+
+def test_resnet_style_cnn_complete_with_zoo_handler() -> None:
+    report = crawl_module(small_resnet(), (3, 16, 16))
+    # the zoo registers BasicBlock's own work (the residual add) as a handler
+    assert report.totals.module_flops.status == "complete"
+    assert not [d for d in report.diagnostics if d.code == "unsupported_module"]
+    block = next(r for r in report.layers if r.path == "layer1")
+    children = [r for r in report.layers if r.path.startswith("layer1.") and r.path.count(".") == 1]
+    child_flops = sum(r.metrics.module_flops.value or 0 for r in children)
+    # own add: 16 channels x 16 x 16 = 4096 FLOPs on top of the children
+    assert block.metrics.module_flops.value == child_flops + 16 * 16 * 16
     stem = next(r for r in report.layers if r.path == "stem.0")
     # 3x3 conv 3->16 on 16x16: MACs = 16*256 * 3 * 9 = 110592
     assert stem.metrics.macs.value == 110592
@@ -129,7 +152,12 @@ def test_transformer_encoder_complete() -> None:
     report = crawl_module(model, args=(torch.zeros(1, 6, dtype=torch.long),))
     layers = [r for r in report.layers if r.type == "TransformerEncoderLayer"]
     assert len(layers) == 2 and all(r.inclusive for r in layers)
-    assert report.layers[0].metrics.macs.status == "partial"  # the root's own mean()
+    # the root's own mean() is covered by the zoo's handler: 1*6*16 adds + 16 divides = 112
+    root = report.layers[0]
+    own = (root.metrics.module_flops.value or 0) - sum(
+        r.metrics.module_flops.value or 0 for r in report.layers if r.depth == 1
+    )
+    assert (root.metrics.module_flops.status, own) == ("complete", 6 * 16 + 16)
     enc = next(r for r in report.layers if r.path == "encoder")
     assert enc.metrics.macs.status == "complete"
     assert enc.metrics.macs.value == 2 * (layers[0].metrics.macs.value or 0)  # children not doubled
