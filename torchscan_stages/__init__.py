@@ -1,41 +1,75 @@
 """torchscan_stages: model cost, workload measurement, comparison and offline reports.
 
-Only the names of the public contract (spec/API.md) live here.
+Only the names of the public contract (spec/API.md) live here. They load on first use, so
+``import torchscan_stages`` (and the pipeline's env stage) does not import torch.
 """
 
-from ._version import __version__
-from .analysis.crawl import crawl_module
-from .analysis.handlers import ModuleHandler
-from .analysis.summary import summary
-from .compare import compare_benchmarks, compare_reports
-from .render import render_report
-from .report import (
-    AnalysisReport,
-    BenchmarkComparison,
-    BenchmarkReport,
-    Diagnostic,
-    FlopReport,
-    IncompleteAnalysisError,
-    MetricResult,
-    ReportDiff,
-    load_report,
-)
+from __future__ import annotations
 
-__all__ = [
-    "AnalysisReport",
-    "BenchmarkComparison",
-    "BenchmarkReport",
-    "Diagnostic",
-    "FlopReport",
-    "IncompleteAnalysisError",
-    "MetricResult",
-    "ModuleHandler",
-    "ReportDiff",
-    "__version__",
-    "compare_benchmarks",
-    "compare_reports",
-    "crawl_module",
-    "load_report",
-    "render_report",
-    "summary",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from .analysis.crawl import crawl_module
+    from .analysis.handlers import ModuleHandler
+    from .analysis.operators import measure_flops
+    from .analysis.summary import summary
+    from .compare import compare_benchmarks, compare_reports
+    from .measure.latency import measure_latency
+    from .measure.memory import measure_peak_memory
+    from .measure.profile import profile_workload
+    from .measure.rss import measure_peak_rss
+    from .measure.workload import measure_workload
+    from .render import render_report
+    from .report import (
+        AnalysisReport,
+        BenchmarkComparison,
+        BenchmarkReport,
+        Diagnostic,
+        FlopReport,
+        IncompleteAnalysisError,
+        MetricResult,
+        ReportDiff,
+        load_report,
+    )
+
+_PUBLIC: dict[str, str] = {
+    "crawl_module": ".analysis.crawl",
+    "summary": ".analysis.summary",
+    "ModuleHandler": ".analysis.handlers",
+    "measure_flops": ".analysis.operators",
+    "measure_peak_memory": ".measure.memory",
+    "measure_latency": ".measure.latency",
+    "measure_peak_rss": ".measure.rss",
+    "profile_workload": ".measure.profile",
+    "measure_workload": ".measure.workload",
+    "compare_reports": ".compare",
+    "compare_benchmarks": ".compare",
+    "render_report": ".render",
+    "load_report": ".report",
+    "AnalysisReport": ".report",
+    "FlopReport": ".report",
+    "BenchmarkReport": ".report",
+    "ReportDiff": ".report",
+    "BenchmarkComparison": ".report",
+    "MetricResult": ".report",
+    "Diagnostic": ".report",
+    "IncompleteAnalysisError": ".report",
+}
+
+__all__ = sorted([*_PUBLIC, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _PUBLIC.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'torchscan_stages' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})
