@@ -120,12 +120,20 @@ def git_state(cwd: str | os.PathLike[str] | None = None) -> tuple[str | None, bo
     where = Path(cwd) if cwd is not None else Path.cwd()
     try:
         commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,
-            timeout=10, check=True,
+            ["git", "rev-parse", "HEAD"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout.strip()
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
-            capture_output=True, text=True, timeout=10, check=True,
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None, None
@@ -145,9 +153,7 @@ def current_run_context() -> RunContext | None:
     return _current_run
 
 
-def build_provenance(
-    run: RunContext | None = None, *, include_runtime: bool = True
-) -> Provenance:
+def build_provenance(run: RunContext | None = None, *, include_runtime: bool = True) -> Provenance:
     """Provenance for a new report. ``run`` defaults to the context set by the pipeline."""
     info = environment_info()
     return Provenance(

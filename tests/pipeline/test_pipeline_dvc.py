@@ -1,0 +1,267 @@
+"""End-to-end: the DVC pipeline in a temporary copy of the working tree.
+
+The copy holds what git would see (tracked and untracked, not ignored), is committed in a
+fresh repository, and gets tiny timing settings so the whole file stays within minutes.
+The tests run in file order and share that copy; each leaves it reproduced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from torchscan_stages.report import load_report
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+MEASUREMENTS = {"crawl", "flops", "memory", "latency", "rss", "profile", "compare"}
+REPORTS = ("crawl", "flops", "memory", "latency", "rss", "profile", "compare", "compare_diff")
+
+
+def _env(extra_path: Path | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "TORCHSCAN_"))}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.update(
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@localhost",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@localhost",
+        DVC_NO_ANALYTICS="1",
+    )
+    env.pop("PYTHONPATH", None)
+    if extra_path is not None:
+        env["PYTHONPATH"] = str(extra_path)
+    return env
+
+
+def _sh(
+    repo: Path,
+    *cmd: str,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        list(cmd), cwd=repo, env=env or _env(), capture_output=True, text=True, timeout=timeout
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"{cmd} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
+    return result
+
+
+def _repro(repo: Path, env: dict[str, str] | None = None) -> set[str]:
+    """Run `dvc repro`; the names of the stages that actually ran."""
+    out = _sh(repo, "dvc", "repro", env=env).stdout
+    return set(re.findall(r"Running stage '([^']+)'", out))
+
+
+def _set_params(repo: Path, **dotted: object) -> None:
+    path = repo / "params.yaml"
+    params = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for key, value in dotted.items():
+        node = params
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node[part]
+        node[leaf] = value
+    path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+
+
+def _commit(repo: Path, message: str) -> None:
+    _sh(repo, "git", "add", "-A")
+    _sh(repo, "git", "commit", "-qm", message)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("pipeline") / "repo"
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
+    for name in filter(None, files):
+        source = ROOT / name
+        if source.is_file() and not name.startswith(("reports/", "metrics/", "dvc.lock")):
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    _sh(target, "git", "init", "-q")
+    # Tiny timing so the file stays fast; the rss timeout stays generous (2-core CI).
+    _set_params(
+        target,
+        **{
+            "latency.warmup": 0.0,
+            "latency.min_run_time": 0.05,
+            "compare.warmup": 0.0,
+            "compare.min_run_time": 0.05,
+            "profile.row_limit": 5,
+        },
+    )
+    _commit(target, "pipeline copy")
+    return target
+
+
+def test_fresh_repro_runs_every_stage_and_reports_validate(repo: Path) -> None:
+    ran = _repro(repo)
+    assert ran == MEASUREMENTS | {"env", "render"}
+    commit = _sh(repo, "git", "rev-parse", "HEAD").stdout.strip()
+    env_hash = json.loads((repo / "reports" / "env.json").read_text())["env_hash"]
+    for name in REPORTS:
+        report = load_report(repo / "reports" / f"{name}.json")
+        run = report.provenance.run
+        assert run is not None, name
+        assert report.provenance.env_hash == env_hash, name
+        assert report.provenance.torch_version and report.provenance.package_version
+        assert (run.model_name, run.model_revision) == ("cnn", "1"), name
+        assert (run.input_name, run.input_revision, run.seed) == ("image", "1", 0), name
+        assert run.git_commit == commit and run.git_dirty is not None, name
+        assert "model" in run.config and "threads" in run.config, name
+    latency = load_report(repo / "reports" / "latency.json")
+    assert set(latency.provenance.run.config) == {  # type: ignore[union-attr]
+        "model",
+        "input",
+        "device",
+        "precision",
+        "threads",
+        "seed",
+        "latency",
+        "budgets",
+    }
+    metrics = json.loads((repo / "metrics" / "latency.json").read_text())
+    assert metrics["warmed_median_s"] > 0 and metrics["throughput_per_s"] > 0
+    # throughput = work_units / median = 8 samples / median
+    assert metrics["throughput_per_s"] == pytest.approx(8 / metrics["warmed_median_s"])
+    assert (repo / "reports" / "index.html").read_text().startswith("<!DOCTYPE html>")
+    _commit(repo, "first reproduction")
+
+
+def test_second_repro_measures_nothing(repo: Path) -> None:
+    assert _repro(repo) == {"env"}  # env always runs; its output is byte-identical
+
+
+def test_latency_setting_reruns_latency_and_dependents_only(repo: Path) -> None:
+    before = _sh(repo, "git", "rev-parse", "HEAD").stdout.strip()
+    _set_params(repo, **{"latency.min_run_time": 0.06})
+    assert _repro(repo) == {"env", "latency", "render"}
+    _commit(repo, "longer latency run")
+    params = json.loads(_sh(repo, "dvc", "params", "diff", before, "HEAD", "--json").stdout)
+    change = params["params.yaml"]["latency.min_run_time"]
+    assert (change["old"], change["new"]) == (0.05, 0.06)
+    metrics = json.loads(_sh(repo, "dvc", "metrics", "diff", before, "HEAD", "--json").stdout)
+    changed = metrics["metrics/latency.json"]
+    assert "warmed_median_s" in changed and "old" in changed["warmed_median_s"]
+    assert not any(key.startswith("metrics/crawl") for key in metrics)  # crawl did not rerun
+
+
+def test_model_revision_bump_reruns_model_dependent_stages(repo: Path) -> None:
+    _set_params(repo, **{"model.revision": "2"})
+    assert _repro(repo) == {"env", "render"} | MEASUREMENTS
+    assert load_report(repo / "reports" / "flops.json").provenance.run.model_revision == "2"  # type: ignore[union-attr]
+    _commit(repo, "model revision 2")
+
+
+def test_changed_environment_reruns_every_measurement(repo: Path, tmp_path: Path) -> None:
+    # Simulate a torch upgrade: distribution metadata earlier on the path than the real one.
+    fake = tmp_path / "fake-site"
+    meta = fake / "torch-99.0.0.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 99.0.0\n")
+    env = _env(extra_path=fake)
+    assert _repro(repo, env=env) == {"env", "render"} | MEASUREMENTS
+    report = load_report(repo / "reports" / "memory.json")
+    assert report.provenance.torch_version == "99.0.0"
+    assert _repro(repo, env=env) == {"env"}
+
+
+def _snapshot(repo: Path) -> dict[str, bytes]:
+    files = [*(repo / "reports").glob("*.json"), *(repo / "metrics").glob("*.json")]
+    return {p.name + p.parent.name: p.read_bytes() for p in files}
+
+
+@pytest.mark.parametrize(
+    ("stage", "edit", "expected"),
+    [
+        ("compare", {"candidate.tolerance.rtol": "???"}, "candidate.tolerance.rtol is required"),
+        ("latency", {"model._target_": "torchscan_stages.zoo.nope"}, "model._target_ = "),
+        ("memory", {"device.type": "cuda"}, "device.type = 'cuda'"),
+        ("latency", {"latency.min_run_time": "long"}, "latency.min_run_time = 'long'"),
+    ],
+)
+def test_bad_config_fails_with_one_line_and_keeps_outputs(
+    repo: Path, stage: str, edit: dict[str, object], expected: str
+) -> None:
+    if stage == "memory":
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("a GPU is present: device=cuda is valid here")
+    before = _snapshot(repo)
+    original = (repo / "params.yaml").read_text()
+    _set_params(repo, **edit)
+    try:
+        env = {**_env(), "DVC_STAGE": stage}
+        direct = _sh(repo, "python", "-m", f"torchscan_stages.stages.{stage}", env=env, check=False)
+        assert direct.returncode == 2
+        assert direct.stderr.count("\n") == 1 and expected in direct.stderr, direct.stderr
+        assert direct.stderr.startswith(f"{stage}: ")
+        via_dvc = _sh(repo, "dvc", "repro", "-s", stage, check=False)
+        assert via_dvc.returncode != 0 and expected in via_dvc.stderr + via_dvc.stdout
+        assert _snapshot(repo) == before  # persist + atomic writes: last good outputs stay
+    finally:
+        (repo / "params.yaml").write_text(original)
+
+
+def test_sigkill_mid_stage_never_leaves_a_truncated_report(repo: Path) -> None:
+    original = (repo / "params.yaml").read_text()
+    good = (repo / "reports" / "latency.json").read_bytes()
+    _set_params(repo, **{"latency.min_run_time": 30.0, "latency.max_run_time": 30.0})
+    try:
+        env = {**_env(), "DVC_STAGE": "latency"}
+        process = subprocess.Popen(
+            ["python", "-m", "torchscan_stages.stages.latency"],
+            cwd=repo,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(6)  # torch imported, measuring
+        assert process.poll() is None
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        (repo / "params.yaml").write_text(original)
+    assert (repo / "reports" / "latency.json").read_bytes() == good
+    load_report(repo / "reports" / "latency.json")
+
+
+def test_check_one_optimisation_pipeline(repo: Path) -> None:
+    ran = _repro(repo / "pipelines" / "check_optimisation")
+    assert {"compare", "render"} <= {name.rsplit(":", 1)[-1] for name in ran}
+    folder = repo / "pipelines" / "check_optimisation"
+    comparison = load_report(folder / "reports" / "compare.json")
+    assert comparison.kind == "benchmark_comparison"
+    assert comparison.candidate_name is not None and "channels_last" in comparison.candidate_name
+    assert comparison.check.performed and comparison.check.tolerance == {
+        "rtol": 1.0e-4,
+        "atol": 1.0e-5,
+    }
+    assert (folder / "reports" / "index.html").exists()

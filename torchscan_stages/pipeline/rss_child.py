@@ -1,0 +1,44 @@
+"""The fresh child of the rss stage: rebuild the same workload, run it once, mark phases.
+
+    python -m torchscan_stages.pipeline.rss_child '<validated config as JSON>'
+
+It validates the config with the same schema and builds the workload with the same builder
+as every other stage, so the parent measures the process-level cost of exactly that run:
+imports, building (model and inputs) and one execution, each marked as a phase.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    from ..measure.rss_child import mark_phase
+    from .schema import ConfigError, validate_config
+    from .workload import build_workload
+
+    mark_phase("import")
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("rss_child: expected one argument, the config as JSON", file=sys.stderr)
+        return 2
+    try:
+        config = validate_config(json.loads(args[0]))
+        torch.set_num_threads(config.threads)
+        workload = build_workload(config)
+    except (ConfigError, json.JSONDecodeError) as error:
+        print(f"rss_child: {error}", file=sys.stderr)
+        return 2
+    mark_phase("build")
+    workload()
+    if workload.device.type == "cuda":
+        torch.cuda.synchronize(workload.device)
+    mark_phase("execute")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

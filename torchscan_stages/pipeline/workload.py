@@ -1,0 +1,216 @@
+"""Config → model, inputs, device, precision → one zero-argument workload.
+
+Every stage, the rss child and a notebook user rebuild a stage's workload with
+:func:`build_workload`, so they all measure the same thing. Threads are process-global, so
+they are applied by :func:`thread_settings` (restored on exit), not by the builder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .schema import (
+    CandidateConfig,
+    ConfigError,
+    DeviceConfig,
+    FactoryConfig,
+    PipelineConfig,
+    PrecisionConfig,
+)
+
+if TYPE_CHECKING:
+    import torch
+
+
+def resolve_target(target: str, key: str) -> Callable[..., Any]:
+    """Import ``package.module.attr``; a failure names the config key and the target."""
+    module_name, _, attr = target.rpartition(".")
+    if not module_name:
+        raise ConfigError(f"{key} = {target!r}: expected an importable 'package.module.name'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigError(
+            f"{key} = {target!r}: cannot import module {module_name!r} ({error})"
+        ) from None
+    obj = getattr(module, attr, None)
+    if obj is None or not callable(obj):
+        raise ConfigError(f"{key} = {target!r}: module {module_name!r} has no callable {attr!r}")
+    return obj  # type: ignore[no-any-return]
+
+
+def _call_factory(spec: FactoryConfig, key: str) -> Any:
+    factory = resolve_target(spec.target, f"{key}._target_")
+    try:
+        inspect.signature(factory).bind(**spec.kwargs)
+    except TypeError as error:
+        raise ConfigError(
+            f"{key}.kwargs = {spec.kwargs!r}: {spec.target} refuses them ({error})"
+        ) from None
+    except ValueError:  # no signature available (builtins): let the call decide
+        pass
+    return factory(**spec.kwargs)
+
+
+def resolve_device(device: DeviceConfig) -> torch.device:
+    """The configured device, or a ConfigError when it is absent (never a silent fallback)."""
+    import torch
+
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                "device.type = 'cuda': no CUDA device is available "
+                "(torch.cuda.is_available() is False); use device=cpu"
+            )
+        index = device.index or 0
+        if index >= torch.cuda.device_count():
+            raise ConfigError(
+                f"device.index = {index}: only {torch.cuda.device_count()} CUDA device(s)"
+            )
+        return torch.device("cuda", index)
+    return torch.device("cpu")
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    import torch
+
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+@dataclass
+class Workload:
+    """A zero-argument callable plus what it was built from; call it to run one forward."""
+
+    fn: Callable[[], Any]
+    model: Any
+    eager_model: Any
+    inputs: tuple[Any, ...]
+    device: torch.device
+    precision: PrecisionConfig
+    threads: int
+    work_units: float
+    unit: str
+    name: str
+    candidate: str | None = None
+    autocast_dtype: torch.dtype | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def __call__(self) -> Any:
+        return self.fn()
+
+    def precision_context(self) -> contextlib.AbstractContextManager[Any]:
+        """The autocast region of this workload (a no-op for cast precision)."""
+        import torch
+
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+
+def _to_tuple(value: Any) -> tuple[Any, ...]:
+    return value if isinstance(value, tuple) else (value,)
+
+
+def build_model_and_inputs(cfg: PipelineConfig) -> tuple[Any, tuple[Any, ...]]:
+    """Model (eval mode, CPU) and inputs from their factories, seeded without leaking RNG."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = _call_factory(cfg.model, "model")
+        inputs = _to_tuple(_call_factory(cfg.input, "input"))
+    if not isinstance(model, torch.nn.Module):
+        raise ConfigError(
+            f"model._target_ = {cfg.model.target!r}: returned {type(model).__name__}, "
+            "expected a torch.nn.Module"
+        )
+    return model.eval(), inputs
+
+
+def build_workload(cfg: PipelineConfig, *, candidate: CandidateConfig | None = None) -> Workload:
+    """The baseline workload of ``cfg`` or, with ``candidate``, the optimised one.
+
+    The workload runs one evaluation forward under ``torch.no_grad`` (or
+    ``torch.inference_mode`` for such a candidate), in the configured precision, on the
+    configured device, and returns the model output.
+    """
+    import torch
+
+    device = resolve_device(cfg.device)
+    precision = cfg.precision
+    if candidate is not None and candidate.precision is not None:
+        precision = candidate.precision
+    model, inputs = build_model_and_inputs(cfg)
+    dtype = torch_dtype(precision.dtype)
+    model = model.to(device)
+    moved = tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs)
+    if precision.apply == "cast" and dtype != torch.float32:
+        model = model.to(dtype)
+        moved = tuple(
+            t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+            for t in moved
+        )
+    if candidate is not None and candidate.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        moved = tuple(
+            t.contiguous(memory_format=torch.channels_last)
+            if isinstance(t, torch.Tensor) and t.dim() == 4
+            else t
+            for t in moved
+        )
+    eager_model = model
+    called: Any = model
+    if candidate is not None and candidate.compile is not None:
+        spec = candidate.compile
+        called = torch.compile(
+            model,
+            backend=spec.backend,
+            mode=spec.mode,
+            fullgraph=spec.fullgraph,
+            dynamic=spec.dynamic,
+        )
+    inference = candidate is not None and candidate.inference_mode
+    autocast = precision.apply == "autocast" and dtype != torch.float32
+    device_type = device.type
+
+    def workload() -> Any:
+        grad = torch.inference_mode() if inference else torch.no_grad()
+        amp = torch.autocast(device_type, dtype=dtype) if autocast else contextlib.nullcontext()
+        with grad, amp:
+            return called(*moved)
+
+    name = f"{cfg.model.name}-{cfg.input.name}-{precision.name}"
+    if candidate is not None:
+        name = f"{name}+{candidate.name}"
+    return Workload(
+        fn=workload,
+        model=called,
+        eager_model=eager_model,
+        inputs=moved,
+        device=device,
+        precision=precision,
+        threads=cfg.threads,
+        work_units=cfg.input.work_units,
+        unit=cfg.input.unit,
+        name=name,
+        candidate=candidate.name if candidate is not None else None,
+        autocast_dtype=dtype if autocast else None,
+    )
+
+
+@contextlib.contextmanager
+def thread_settings(threads: int) -> Iterator[None]:
+    """Set torch's intra-op threads for a measurement and restore them afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -1,0 +1,45 @@
+"""Stage ``memory``: peak PyTorch memory of one workload call, per scope."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..pipeline.runner import (
+    WORKLOAD_KEYS,
+    StageContext,
+    budget_outcome,
+    complete_value,
+    record_execution,
+    stage_main,
+)
+
+KEYS = (*WORKLOAD_KEYS, "memory", "budgets")
+
+
+def run(ctx: StageContext) -> None:
+    from ..measure.memory import measure_peak_memory
+    from ..pipeline.workload import build_workload, thread_settings
+
+    workload = build_workload(ctx.config)
+    with thread_settings(ctx.config.threads):
+        report = measure_peak_memory(workload, device=workload.device, name=workload.name)
+    record_execution(report, workload.precision)
+    metrics: dict[str, Any] = {}
+    results = report.memory.results if report.memory is not None else []
+    for result in results:
+        metrics[f"peak_{result.scope}_bytes"] = complete_value(result)
+    # The budget applies to the device's own scope: allocator peak on an accelerator,
+    # tracked tensors on the CPU. Scopes are never summed.
+    scope = "cpu_tracked_tensors" if workload.device.type == "cpu" else "accelerator_allocated"
+    budgeted = next((r for r in results if r.scope == scope), None)
+    report.diagnostics.extend(
+        budget_outcome(
+            metrics, f"peak_{scope}_bytes", budgeted, ctx.config.budgets.peak_memory_bytes
+        )
+    )
+    ctx.write_report(report)
+    ctx.write_metrics(metrics)
+
+
+if __name__ == "__main__":
+    stage_main("memory", KEYS, run)
