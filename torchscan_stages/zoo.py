@@ -114,7 +114,9 @@ def _tiny_transformer_own_work(ctx: CallContext) -> dict[str, Any]:
     """
     tokens = ctx.args[0]
     batch, length = tokens.shape[0], tokens.shape[1]
-    width = ctx.module.head.in_features
+    model = ctx.module
+    assert isinstance(model, TinyTransformer)
+    width = model.head.in_features
     reduced, kept = batch * length * width, batch * width
     return {"module_flops": reduced + kept, "macs": 0, "dmas": reduced + kept}
 

@@ -1,0 +1,134 @@
+"""measure_workload: separate passes, recorded calls, a readable summary, JSON evidence."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import sys
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from torchscan_stages.measure.workload import format_summary, measure_workload
+from torchscan_stages.report import BenchmarkReport, load_report
+
+FAST = {"warmup": 0.0, "min_run_time": 0.02, "max_run_time": 0.1}
+has_operator_flops = importlib.util.find_spec("torchscan_stages.analysis.operators") is not None
+
+
+def _matmul_workload() -> tuple[list[int], Callable[[], torch.Tensor]]:
+    a = torch.randn(16, 8)
+    b = torch.randn(8, 4)
+    calls: list[int] = []
+
+    def workload() -> torch.Tensor:
+        calls.append(1)  # a side effect that every pass must preserve
+        return a @ b
+
+    return calls, workload
+
+
+def test_selected_passes_and_calls_are_recorded() -> None:
+    calls, workload = _matmul_workload()
+    out, progress = io.StringIO(), io.StringIO()
+    report = measure_workload(
+        workload,
+        flops=False,
+        profile=True,
+        work_units=16,
+        unit="samples",
+        name="mm",
+        file=out,
+        progress=progress,
+        latency_options=FAST,
+        precision="float32",
+        training=False,
+    )
+    assert report.latency is not None and report.memory is not None
+    assert report.profile is not None and report.flops is None and report.rss is None
+    ex = report.execution
+    assert set(ex.calls) == {"latency", "memory", "profile"}
+    assert sum(ex.calls.values()) == len(calls)  # every call counted, side effects kept
+    assert ex.calls["memory"] == 1 and ex.calls["profile"] == 2
+    assert (ex.precision, ex.training) == ("float32", False)
+    # a 16x4 float32 output = 256 bytes tracked during the memory pass
+    (cpu,) = report.memory.results
+    assert cpu.scope == "cpu_tracked_tensors" and cpu.value == 16 * 4 * 4
+    assert report.latency.throughput.unit == "samples/s"
+    summary = out.getvalue()
+    assert "[ok]" in summary and "first-call latency" in summary and "never summed" in summary
+    assert "[instrumented]" in summary
+    assert "(3/3) profile" in progress.getvalue()
+    assert load_report(report.model_dump_json()) == report
+
+
+def test_silent_progress_and_default_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    _, workload = _matmul_workload()
+    measure_workload(workload, flops=False, memory=False, latency_options=FAST, progress=False)
+    captured = capsys.readouterr()
+    assert "warmed latency (median)" in captured.out
+    assert "[measure_workload]" not in captured.err
+
+
+@pytest.mark.skipif(not has_operator_flops, reason="analysis.operators not written yet")
+def test_flops_pass_uses_operator_dispatch() -> None:
+    calls, workload = _matmul_workload()
+    report = measure_workload(
+        workload, latency=False, memory=False, file=io.StringIO(), progress=False
+    )
+    assert report.flops is not None and report.execution.calls["flops"] == len(calls) == 1
+    # 16x8 @ 8x4: 2 * 16 * 8 * 4 = 1024 FLOPs (multiply + add)
+    assert report.flops.total.value == 1024
+
+
+def test_rss_pass_runs_the_command() -> None:
+    _, workload = _matmul_workload()
+    report = measure_workload(
+        workload,
+        flops=False,
+        memory=False,
+        latency=False,
+        rss_command=[sys.executable, "-c", "pass"],
+        file=io.StringIO(),
+        progress=False,
+    )
+    assert report.rss is not None and report.rss.peak.scope == "process_rss"
+    assert report.execution.calls == {}  # the child rebuilds its own workload
+
+
+def test_partial_and_unavailable_markers_are_visible() -> None:
+    _, workload = _matmul_workload()
+    report = measure_workload(
+        workload,
+        flops=False,
+        memory=False,
+        latency=False,
+        rss_command=[sys.executable, "-c", "import sys; sys.exit(3)"],
+        file=io.StringIO(),
+        progress=False,
+    )
+    text = format_summary(report)
+    assert "[>= partial]" in text and "child_exit_nonzero" in text
+    empty = BenchmarkReport.model_validate_json(report.model_dump_json())
+    assert empty.rss is not None and empty.rss.peak.status == "partial"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"flops": "yes"}, TypeError, "flops must be True or False"),
+        ({"work_units": -1}, ValueError, "work_units"),
+        ({"latency_options": {"warm": 1}}, ValueError, "unknown key"),
+        ({"rss_command": "python -c pass"}, TypeError, "list of strings"),
+        ({"device": "cuda:99"}, ValueError, "cuda"),
+        ({"progress": 3}, TypeError, "progress"),
+    ],
+)
+def test_bad_arguments_refused_before_any_call(
+    kwargs: dict[str, object], error: type[Exception], match: str
+) -> None:
+    calls, workload = _matmul_workload()
+    with pytest.raises(error, match=match):
+        measure_workload(workload, file=io.StringIO(), **kwargs)  # type: ignore[arg-type]
+    assert calls == []

@@ -1,0 +1,237 @@
+"""Peak PyTorch memory of one workload call, by scope; scopes are never summed.
+
+* ``cpu_tracked_tensors`` (method ``operator_dispatch``): a TorchDispatchMode sees every
+  tensor produced by an ATen operator during the call; each new storage is counted once
+  (views share it) and uncounted when it is freed (a weak-reference callback). The value is
+  the peak of live bytes created during the call. Storages that existed before the call
+  and were read by it (parameters, inputs) are reported separately as a baseline. Memory
+  that never becomes a tensor visible to dispatch (kernel scratch space, numpy buffers
+  wrapped by ``torch.from_numpy``, allocator caching, the Python heap) is out of scope —
+  that is what process RSS measures.
+* ``accelerator_allocated`` / ``accelerator_reserved`` (method ``allocator_stats``): CUDA's
+  caching allocator peaks after ``torch.cuda.reset_peak_memory_stats``; absolute values
+  (including memory allocated before the call, reported as a baseline).
+* ``mps_tracked_tensors``: the dispatch tracker for MPS storages (MPS has no peak statistic).
+
+The tracker is torch's public dispatch-mode mechanism (``torch.utils._python_dispatch``,
+the one FlopCounterMode and torch's own memory trackers build on); it is not deprecated.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from ..provenance import build_provenance
+from ..report import BenchmarkReport, Diagnostic, MemorySection, MetricResult
+from .devices import check_workload, execution_record, resolve_device
+
+Workload = Callable[[], Any]
+
+
+class TrackedTensorMemory(TorchDispatchMode):
+    """Dispatch mode recording the peak of live tensor-storage bytes created under it.
+
+    Counts per device type ("cpu", "cuda", "mps"). Restores nothing global beyond the mode
+    stack, which ``with`` pops also when the workload raises.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.current: dict[str, int] = {}
+        self.peak: dict[str, int] = {}
+        self.preexisting: dict[str, int] = {}
+        self.untracked: dict[str, int] = {}
+        self._live: dict[int, tuple[weakref.ref[Any], int, str]] = {}
+        self._seen_before: dict[int, weakref.ref[Any]] = {}
+
+    @staticmethod
+    def _storage(tensor: torch.Tensor) -> Any | None:
+        try:
+            return tensor.untyped_storage()
+        except (RuntimeError, NotImplementedError, TypeError):
+            return None
+
+    def _freed(self, key: int, reference: weakref.ref[Any]) -> None:
+        entry = self._live.get(key)
+        if entry is not None and entry[0] is reference:
+            del self._live[key]
+            device_type = entry[2]
+            self.current[device_type] = self.current.get(device_type, 0) - entry[1]
+
+    def _known(self, key: int, storage: Any) -> bool:
+        entry = self._live.get(key)
+        if entry is not None and entry[0]() is storage:
+            return True
+        before = self._seen_before.get(key)
+        return before is not None and before() is storage
+
+    def _note_input(self, tensor: torch.Tensor) -> None:
+        storage = self._storage(tensor)
+        if storage is None or storage.device.type == "meta":
+            return
+        key = id(storage)
+        if self._known(key, storage):
+            return
+        self._seen_before[key] = weakref.ref(storage)
+        device_type = storage.device.type
+        self.preexisting[device_type] = self.preexisting.get(device_type, 0) + storage.nbytes()
+
+    def _note_output(self, tensor: torch.Tensor, operator: str) -> None:
+        storage = self._storage(tensor)
+        if storage is None:
+            self.untracked[operator] = self.untracked.get(operator, 0) + 1
+            return
+        device_type = storage.device.type
+        if device_type == "meta":
+            return
+        key = id(storage)
+        nbytes = storage.nbytes()
+        entry = self._live.get(key)
+        if entry is not None and entry[0]() is storage:
+            if entry[1] != nbytes:  # resized in place: account the new size
+                self._live[key] = (entry[0], nbytes, device_type)
+                self.current[device_type] = self.current.get(device_type, 0) + nbytes - entry[1]
+        elif self._known(key, storage):
+            return
+        else:
+            reference: weakref.ref[Any] = weakref.ref(storage, functools.partial(self._freed, key))
+            self._live[key] = (reference, nbytes, device_type)
+            self.current[device_type] = self.current.get(device_type, 0) + nbytes
+        self.peak[device_type] = max(self.peak.get(device_type, 0), self.current[device_type])
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        for item in tree_flatten((args, kwargs))[0]:
+            if isinstance(item, torch.Tensor):
+                self._note_input(item)
+        out = func(*args, **kwargs)
+        for item in tree_flatten(out)[0]:
+            if isinstance(item, torch.Tensor):
+                self._note_output(item, str(func))
+        return out
+
+
+@dataclass
+class MemoryRun:
+    """Results, baselines and diagnostics of one memory pass."""
+
+    section: MemorySection
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    calls: int = 1
+
+
+def _tracked_result(
+    tracker: TrackedTensorMemory, device_type: str, scope: str
+) -> tuple[MetricResult, list[Diagnostic]]:
+    peak = tracker.peak.get(device_type, 0)
+    if not tracker.untracked:
+        return MetricResult.complete(
+            peak, unit="bytes", scope=scope, method="operator_dispatch"
+        ), []
+    diagnostics = [
+        Diagnostic(
+            code="untracked_tensor",
+            metric=f"memory.{scope}",
+            operator=operator,
+            count=count,
+            message=f"{count} output tensor(s) of {operator} have no readable storage "
+            "(sparse or subclass tensors); their bytes are not counted, so the peak is a "
+            "lower bound",
+        )
+        for operator, count in sorted(tracker.untracked.items())
+    ]
+    return MetricResult.partial(
+        peak, unit="bytes", scope=scope, method="operator_dispatch"
+    ), diagnostics
+
+
+def run_peak_memory(workload: Workload, device: torch.device) -> MemoryRun:
+    """One call under the tracker (and CUDA peak statistics when ``device`` is CUDA)."""
+    tracker = TrackedTensorMemory()
+    diagnostics: list[Diagnostic] = []
+    baseline: dict[str, int] = {}
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        baseline["accelerator_allocated"] = torch.cuda.memory_allocated(device)
+        baseline["accelerator_reserved"] = torch.cuda.memory_reserved(device)
+    with tracker:
+        workload()
+    if cuda:
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+    results: list[MetricResult] = []
+    cpu, cpu_diagnostics = _tracked_result(tracker, "cpu", "cpu_tracked_tensors")
+    results.append(cpu)
+    diagnostics += cpu_diagnostics
+    baseline["cpu_tracked_tensors_preexisting"] = tracker.preexisting.get("cpu", 0)
+    if cuda:
+        results.append(
+            MetricResult.complete(
+                torch.cuda.max_memory_allocated(device),
+                unit="bytes",
+                scope="accelerator_allocated",
+                method="allocator_stats",
+            )
+        )
+        results.append(
+            MetricResult.complete(
+                torch.cuda.max_memory_reserved(device),
+                unit="bytes",
+                scope="accelerator_reserved",
+                method="allocator_stats",
+            )
+        )
+    elif device.type == "mps":
+        mps, mps_diagnostics = _tracked_result(tracker, "mps", "mps_tracked_tensors")
+        results.append(mps)
+        diagnostics += mps_diagnostics
+        baseline["mps_tracked_tensors_preexisting"] = tracker.preexisting.get("mps", 0)
+        results.append(
+            MetricResult.unavailable(
+                unit="bytes", scope="accelerator_allocated", method="allocator_stats"
+            )
+        )
+        diagnostics.append(
+            Diagnostic(
+                code="allocator_peak_unavailable",
+                severity="info",
+                metric="memory.accelerator_allocated",
+                message="torch.mps exposes no peak-allocation statistic; only the dispatch-"
+                "tracked MPS tensor peak (scope mps_tracked_tensors) was measured",
+            )
+        )
+    section = MemorySection(results=results, baseline_bytes=baseline)
+    return MemoryRun(section=section, diagnostics=diagnostics, calls=1)
+
+
+def measure_peak_memory(
+    workload: Workload, *, device: str | torch.device | None = None, name: str | None = None
+) -> BenchmarkReport:
+    """Peak PyTorch memory of one ``workload()`` call, one MetricResult per scope.
+
+    Always reports ``cpu_tracked_tensors``; with ``device="cuda"`` also the allocator's
+    ``accelerator_allocated`` and ``accelerator_reserved`` peaks. The scopes overlap in
+    nothing and are never added.
+    """
+    check_workload(workload)
+    resolved = resolve_device(device)
+    run = run_peak_memory(workload, resolved)
+    return BenchmarkReport(
+        provenance=build_provenance(),
+        name=name,
+        execution=execution_record(resolved, {"memory": run.calls}),
+        memory=run.section,
+        diagnostics=run.diagnostics,
+    )

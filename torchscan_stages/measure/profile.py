@@ -1,0 +1,184 @@
+"""An instrumented torch.profiler pass: which operators the workload spends time in.
+
+Separate from clean timing by design: profiler self times include instrumentation overhead
+and nested operators overlap, so they explain where time goes but are never latency.
+``warmup_calls`` run outside the profiler first so the profile shows steady-state work.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from ..provenance import build_provenance
+from ..report import BenchmarkReport, Diagnostic, ProfiledOperator, ProfileSection
+from .devices import check_workload, execution_record, make_synchronize, resolve_device
+
+Workload = Callable[[], Any]
+
+SORT_KEYS = (
+    "self_cpu_time_total",
+    "cpu_time_total",
+    "self_device_time_total",
+    "device_time_total",
+    "count",
+)
+DEFAULT_ROW_LIMIT = 20
+MAX_SHAPES_PER_OPERATOR = 5
+_US = 1e-6
+
+
+@dataclass
+class ProfileRun:
+    section: ProfileSection
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    calls: int = 0
+
+
+def validate_profile_options(
+    row_limit: object, sort_by: object, trace_path: object, warmup_calls: object
+) -> None:
+    """Refuse bad options before the workload runs."""
+    if isinstance(row_limit, bool) or not isinstance(row_limit, int) or row_limit < 1:
+        raise ValueError(f"row_limit must be an int >= 1, got {row_limit!r}")
+    if sort_by not in SORT_KEYS:
+        raise ValueError(f"sort_by must be one of {list(SORT_KEYS)}, got {sort_by!r}")
+    if trace_path is not None and not isinstance(trace_path, (str, os.PathLike)):
+        raise TypeError(f"trace_path must be a path or None, got {type(trace_path).__name__}")
+    if isinstance(warmup_calls, bool) or not isinstance(warmup_calls, int) or warmup_calls < 0:
+        raise ValueError(f"warmup_calls must be an int >= 0, got {warmup_calls!r}")
+
+
+def _device_us(event: Any, prefix: str) -> float:
+    """Device time in microseconds; torch < 2.4 names it ``*cuda_time_total``."""
+    value: Any = getattr(event, f"{prefix}device_time_total", None)
+    if value is None:
+        value = getattr(event, f"{prefix}cuda_time_total", 0.0)
+    return float(value)
+
+
+def _shapes(shapes: Any) -> str:
+    return repr(shapes) if shapes is not None else "[]"
+
+
+def run_profile(
+    workload: Workload,
+    device: torch.device,
+    *,
+    row_limit: int = DEFAULT_ROW_LIMIT,
+    sort_by: str = "self_cpu_time_total",
+    trace_path: str | os.PathLike[str] | None = None,
+    warmup_calls: int = 1,
+) -> ProfileRun:
+    """Warm up, then profile one synchronised call; operators sorted by ``sort_by``."""
+    sync = make_synchronize(device)
+    for _ in range(warmup_calls):
+        workload()
+    sync()
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities, record_shapes=True) as prof:
+        workload()
+        sync()
+
+    shapes: dict[str, list[str]] = {}
+    for event in prof.key_averages(group_by_input_shape=True):
+        listed = shapes.setdefault(event.key, [])
+        text = _shapes(event.input_shapes)
+        if text not in listed and len(listed) < MAX_SHAPES_PER_OPERATOR:
+            listed.append(text)
+    has_device = device.type == "cuda"
+    operators = [
+        ProfiledOperator(
+            name=event.key,
+            calls=int(event.count),
+            self_cpu_time_s=event.self_cpu_time_total * _US,
+            cpu_time_total_s=event.cpu_time_total * _US,
+            self_device_time_s=_device_us(event, "self_") * _US if has_device else None,
+            device_time_total_s=_device_us(event, "") * _US if has_device else None,
+            input_shapes=shapes.get(event.key, []),
+        )
+        for event in prof.key_averages()
+    ]
+    diagnostics: list[Diagnostic] = []
+    if sort_by in ("self_device_time_total", "device_time_total") and not has_device:
+        diagnostics.append(
+            Diagnostic(
+                code="profile_sort_without_device",
+                severity="info",
+                metric="profile",
+                message=f"sort_by={sort_by!r} on {device.type}: no device times were recorded, "
+                "operators are sorted by self CPU time instead",
+            )
+        )
+        sort_by_used = "self_cpu_time_total"
+    else:
+        sort_by_used = sort_by
+    attribute = {
+        "self_cpu_time_total": "self_cpu_time_s",
+        "cpu_time_total": "cpu_time_total_s",
+        "self_device_time_total": "self_device_time_s",
+        "device_time_total": "device_time_total_s",
+        "count": "calls",
+    }[sort_by_used]
+    operators.sort(key=lambda op: (getattr(op, attribute) or 0, op.name), reverse=True)
+    written: str | None = None
+    if trace_path is not None:
+        target = Path(trace_path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(target))
+        written = str(target)
+    section = ProfileSection(
+        sort_by=sort_by_used,
+        operators=operators[:row_limit],
+        trace_path=written,
+        activities=[activity.name for activity in activities],
+        profiled_calls=1,
+        warmup_calls=warmup_calls,
+        row_limit=row_limit,
+        operators_total=len(operators),
+    )
+    return ProfileRun(section=section, diagnostics=diagnostics, calls=warmup_calls + 1)
+
+
+def profile_workload(
+    workload: Workload,
+    *,
+    device: str | torch.device | None = None,
+    row_limit: int = DEFAULT_ROW_LIMIT,
+    sort_by: str = "self_cpu_time_total",
+    trace_path: str | os.PathLike[str] | None = None,
+    warmup_calls: int = 1,
+    name: str | None = None,
+) -> BenchmarkReport:
+    """Profile one call of ``workload`` (after ``warmup_calls``) with torch.profiler.
+
+    Operators by ``sort_by`` (one of SORT_KEYS), top ``row_limit``, with call counts and up
+    to five distinct input-shape lists each; CUDA kernels too on a CUDA device. Optionally
+    writes a Chrome trace to ``trace_path``. Labelled instrumented: never clean latency.
+    """
+    check_workload(workload)
+    validate_profile_options(row_limit, sort_by, trace_path, warmup_calls)
+    resolved = resolve_device(device)
+    run = run_profile(
+        workload,
+        resolved,
+        row_limit=row_limit,
+        sort_by=sort_by,
+        trace_path=trace_path,
+        warmup_calls=warmup_calls,
+    )
+    return BenchmarkReport(
+        provenance=build_provenance(),
+        name=name,
+        execution=execution_record(resolved, {"profile": run.calls}),
+        profile=run.section,
+        diagnostics=run.diagnostics,
+    )
