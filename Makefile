@@ -25,3 +25,8 @@ check: lint types test
 
 bench: setup
 	$(PY) benchmarks/run_all.py
+
+# The main job: the cached pipeline on the embedded default model, ending with the HTML page.
+main: setup
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/dvc repro
+	@echo "HTML report: $(CURDIR)/reports/index.html"

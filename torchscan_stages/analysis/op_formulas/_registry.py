@@ -1,0 +1,105 @@
+"""The one table of built-in operator formulas and zero-FLOP operators.
+
+Families register with :func:`formula` and :func:`ignore`; both refuse a packet that is
+already registered (in either table), so no operator can silently get two meanings. Names are
+strings resolved against ``torch.ops.aten`` so that a family file can list an operator that a
+given torch build lacks (it is skipped and listed in :data:`MISSING`).
+
+A *raw formula* takes ``(args, kwargs, out)`` exactly as the dispatcher passed them and returns
+an int. Raw formulas avoid flattening every argument to shapes on every call, which is what
+keeps the counter cheap; torch's registry and user formulas (the ``shape_wrapper`` contract)
+are adapted to this signature by the counter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from math import prod
+from typing import Any, TypeAlias
+
+import torch
+
+RawFormula: TypeAlias = Callable[[tuple[Any, ...], dict[str, Any], Any], int]
+Packet: TypeAlias = torch._ops.OpOverloadPacket
+
+FORMULAS: dict[Packet, RawFormula] = {}
+IGNORED: dict[Packet, str] = {}
+CONVENTIONS: dict[str, str] = {}
+MISSING: set[str] = set()
+
+
+def _resolve(names: Iterable[str]) -> list[Packet]:
+    packets: list[Packet] = []
+    for name in names:
+        try:
+            packet = getattr(torch.ops.aten, name)
+        except (AttributeError, RuntimeError):
+            MISSING.add(f"aten.{name}")
+            continue
+        if packet in FORMULAS or packet in IGNORED or packet in packets:
+            raise RuntimeError(f"duplicate registration for aten.{name}")
+        packets.append(packet)
+    return packets
+
+
+def formula(*names: str) -> Callable[[RawFormula], RawFormula]:
+    """Register ``fn(args, kwargs, out) -> int`` for each ``aten.<name>`` packet."""
+
+    def register(fn: RawFormula) -> RawFormula:
+        for packet in _resolve(names):
+            FORMULAS[packet] = fn
+        return fn
+
+    return register
+
+
+def register_formula(fn: RawFormula, *names: str) -> None:
+    """Non-decorator form of :func:`formula` for formulas built by factories."""
+    formula(*names)(fn)
+
+
+def ignore(reason: str, *names: str) -> None:
+    """Declare ``aten.<name>`` packets as zero-FLOP operators, with the reason shown to users."""
+    for packet in _resolve(names):
+        IGNORED[packet] = reason
+
+
+def convention(family: str, text: str) -> None:
+    """One line per family stating what its formulas count; copied into every FlopReport."""
+    CONVENTIONS[family] = text
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def numel(value: Any) -> int:
+    """Elements of a tensor, summed over a list/tuple of tensors; 0 for anything else."""
+    if isinstance(value, torch.Tensor):
+        return value.numel()
+    if isinstance(value, (list, tuple)):
+        return sum(numel(item) for item in value)
+    return 0
+
+
+def first_numel(value: Any) -> int:
+    """Elements of a tensor, or of the first tensor of a tuple output (values of max.dim, ...)."""
+    if isinstance(value, torch.Tensor):
+        return value.numel()
+    if isinstance(value, (list, tuple)) and value:
+        return first_numel(value[0])
+    return 0
+
+
+def shape(value: Any) -> tuple[int, ...]:
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else ()
+
+
+def size_prod(dims: Iterable[int]) -> int:
+    return prod(dims)
+
+
+def arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str, default: Any) -> Any:
+    """Positional-or-keyword argument lookup (the dispatcher passes either)."""
+    if len(args) > index:
+        return args[index]
+    return kwargs.get(name, default)

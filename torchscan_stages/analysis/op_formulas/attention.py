@@ -1,0 +1,224 @@
+"""Attention kernels and the fused CPU transformer paths.
+
+Convention: attention counts what the decomposed (math) path counts, so fast and slow paths
+agree: the two batched products (torch's ``sdpa_flop_count``: 4*b*h*s_q*s_k*d), scaling q and
+k (1 per element each), softmax (5 per score), an additive mask (1 per score) and dropout (1
+per score) when present. Backward uses torch's ``sdpa_backward_flop_count`` (five products,
+the score recomputation included, as torch counts its flash/efficient backward) plus softmax
+backward (4 per score) and the scale (1 per element of q and k). The fused encoder layer and
+multi-head attention count each of their stages with the formula of the separate operator
+that the slow path would run (in-projection, attention, out-projection, residual adds, layer
+norms, feed-forward, activation), so totals are path-independent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._registry import arg, convention, numel, register_formula
+from .norms import norm_forward_flops
+from .softmax import SOFTMAX_BACKWARD_FLOPS_PER_ELEMENT, SOFTMAX_FLOPS_PER_ELEMENT
+
+convention(
+    "attention",
+    "2 batched products (torch's sdpa formula) + q/k scaling 1/element + softmax 5/score "
+    "(+1/score mask, +1/score dropout); backward: torch's 5-product formula + softmax "
+    "backward 4/score + scaling; fused encoder layer / MHA = sum of their slow-path stages",
+)
+
+
+def sdpa_products(
+    q_shape: tuple[int, ...], k_shape: tuple[int, ...], v_shape: tuple[int, ...]
+) -> int:
+    """torch's ``sdpa_flop_count`` (q @ k^T and scores @ v, GQA-aware), without its pytree
+    shape wrapper on the hot path; tests check the two agree."""
+    b, h, s_q, d = q_shape
+    s_k, d_v = k_shape[-2], v_shape[-1]
+    return 2 * b * h * s_q * s_k * d + 2 * b * h * s_q * s_k * d_v
+
+
+def sdpa_backward_products(
+    q_shape: tuple[int, ...], k_shape: tuple[int, ...], v_shape: tuple[int, ...]
+) -> int:
+    """torch's ``sdpa_backward_flop_count``: scores recomputed, grad scores, grad v, grad q,
+    grad k (five products)."""
+    b, h, s_q, d = q_shape
+    s_k, d_v = k_shape[-2], v_shape[-1]
+    return 2 * b * h * s_q * s_k * (3 * d + 2 * d_v)
+
+
+def attention_core_flops(
+    q_shape: tuple[int, ...],
+    k_shape: tuple[int, ...],
+    v_shape: tuple[int, ...],
+    *,
+    masked: bool,
+    dropout: bool,
+) -> int:
+    """q: (b, h, s_q, d), k: (b, h_kv, s_k, d), v: (b, h_kv, s_k, d_v)."""
+    b, h, s_q, d = q_shape
+    s_k = k_shape[-2]
+    scores = b * h * s_q * s_k
+    products = sdpa_products(q_shape, k_shape, v_shape)
+    scaling = b * h * s_q * d + b * k_shape[1] * s_k * d
+    pointwise = scores * (SOFTMAX_FLOPS_PER_ELEMENT + int(masked) + int(dropout))
+    return products + scaling + pointwise
+
+
+def _as4d(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """SDPA accepts (..., s, d); fold leading dims into (b, h)."""
+    if len(shape) == 4:
+        return shape
+    if len(shape) == 3:
+        return (shape[0], 1, shape[1], shape[2])
+    lead = 1
+    for dim in shape[:-3]:
+        lead *= dim
+    return (lead, shape[-3], shape[-2], shape[-1])
+
+
+def _sdpa_cpu(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    """_scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal, *, attn_mask)."""
+    q, k, v = (_as4d(tuple(t.shape)) for t in args[:3])
+    dropout = float(arg(args, kwargs, 3, "dropout_p", 0.0)) > 0.0
+    masked = kwargs.get("attn_mask") is not None
+    return attention_core_flops(q, k, v, masked=masked, dropout=dropout)
+
+
+def _sdpa_cpu_backward(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    """(grad_out, q, k, v, out, logsumexp, dropout_p, is_causal, *, attn_mask, scale)."""
+    _grad, q, k, v = (_as4d(tuple(t.shape)) for t in args[:4])
+    b, h, s_q, d = q
+    s_k = k[-2]
+    products = sdpa_backward_products(q, k, v)
+    scaling = b * h * s_q * d + b * k[1] * s_k * d
+    dropout = float(arg(args, kwargs, 6, "dropout_p", 0.0)) > 0.0
+    return (
+        products + scaling + b * h * s_q * s_k * (SOFTMAX_BACKWARD_FLOPS_PER_ELEMENT + int(dropout))
+    )
+
+
+register_formula(_sdpa_cpu, "_scaled_dot_product_flash_attention_for_cpu")
+register_formula(_sdpa_cpu_backward, "_scaled_dot_product_flash_attention_for_cpu_backward")
+
+
+def _sdpa_fused_overrideable(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    """(q, k, v, attn_bias, dropout_p, ...): as the CPU kernel."""
+    q, k, v = (_as4d(tuple(t.shape)) for t in args[:3])
+    masked = arg(args, kwargs, 3, "attn_bias", None) is not None
+    dropout = float(arg(args, kwargs, 4, "dropout_p", 0.0)) > 0.0
+    return attention_core_flops(q, k, v, masked=masked, dropout=dropout)
+
+
+register_formula(_sdpa_fused_overrideable, "_scaled_dot_product_fused_attention_overrideable")
+
+
+def _mm(rows: int, inner: int, cols: int) -> int:
+    return 2 * rows * inner * cols
+
+
+def multi_head_attention_flops(
+    *,
+    batch: int,
+    s_q: int,
+    s_k: int,
+    embed: int,
+    heads: int,
+    masked: bool,
+    need_weights: bool,
+    average_weights: bool,
+    packed_bias: bool,
+) -> int:
+    """The stages F.multi_head_attention_forward runs for (batch, s, embed) inputs.
+
+    In-projection (q: s_q rows, k and v: s_k rows; the packed self-attention projection is
+    an ``mm`` + bias ``add``, counted 1/element, the separate projections ``addmm``), the
+    attention core (explicit products + softmax when weights are returned, else SDPA), the
+    mean over heads of the returned weights, and the out-projection.
+    """
+    d = embed // heads
+    flops = _mm(batch * s_q, embed, embed) + 2 * _mm(batch * s_k, embed, embed)
+    if packed_bias:
+        flops += batch * s_q * 3 * embed
+    q_shape, k_shape = (batch, heads, s_q, d), (batch, heads, s_k, d)
+    scores = batch * heads * s_q * s_k
+    if need_weights:  # q * scale, baddbmm/bmm, softmax, bmm
+        flops += (
+            batch * heads * s_q * d
+            + sdpa_products(q_shape, k_shape, k_shape)
+            + scores * (SOFTMAX_FLOPS_PER_ELEMENT + int(masked))
+        )
+        if average_weights:  # mean over heads: 1 per input element + 1 per output
+            flops += scores + batch * s_q * s_k
+    else:
+        flops += attention_core_flops(q_shape, k_shape, k_shape, masked=masked, dropout=False)
+    return flops + _mm(batch * s_q, embed, embed)
+
+
+def _batch_seq(t: Any) -> tuple[int, int]:
+    return (t.shape[0], t.shape[1]) if t.dim() == 3 else (1, t.shape[0])
+
+
+def _native_mha(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    """_native_multi_head_attention(q, k, v, embed_dim, num_head, qkv_w, qkv_b, proj_w,
+    proj_b, mask, need_weights, average_attn_weights, mask_type)."""
+    query, key = args[0], args[1]
+    batch, s_q = _batch_seq(query)
+    _, s_k = _batch_seq(key)
+    return multi_head_attention_flops(
+        batch=batch,
+        s_q=s_q,
+        s_k=s_k,
+        embed=int(args[3]),
+        heads=int(args[4]),
+        masked=arg(args, kwargs, 9, "mask", None) is not None,
+        need_weights=bool(arg(args, kwargs, 10, "need_weights", True)),
+        average_weights=bool(arg(args, kwargs, 11, "average_attn_weights", True)),
+        packed_bias=query is key and key is args[2],
+    )
+
+
+register_formula(_native_mha, "_native_multi_head_attention")
+
+
+def _encoder_layer(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    """_transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_w, qkv_b, proj_w, proj_b,
+    use_gelu, norm_first, eps, norm_w1, norm_b1, norm_w2, norm_b2, ffn_w1, ffn_b1, ffn_w2,
+    ffn_b2, mask, mask_type): self-attention (need_weights=False), two residual adds, two
+    layer norms, linear1 + activation + linear2."""
+    src = args[0]
+    batch, seq = _batch_seq(src)
+    embed, heads = int(args[1]), int(args[2])
+    hidden = int(args[14].shape[0])
+    tokens = batch * seq
+    masked = arg(args, kwargs, 18, "mask", None) is not None
+    attention = multi_head_attention_flops(
+        batch=batch,
+        s_q=seq,
+        s_k=seq,
+        embed=embed,
+        heads=heads,
+        masked=masked,
+        need_weights=False,
+        average_weights=False,
+        packed_bias=True,
+    )
+    norms = sum(
+        norm_forward_flops(
+            tokens * embed, stats=True, affine=int(w is not None) + int(b is not None)
+        )
+        for w, b in ((args[10], args[11]), (args[12], args[13]))
+    )
+    feed_forward = _mm(tokens, embed, hidden) + tokens * hidden + _mm(tokens, hidden, embed)
+    return attention + norms + feed_forward + 2 * tokens * embed
+
+
+register_formula(_encoder_layer, "_transformer_encoder_layer_fwd")
+
+
+def _masked_scores(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    """_transform_bias_rescale_qkv(qkv, qkv_bias, num_heads): bias add + q scale per element."""
+    return 2 * numel(args[0])
+
+
+register_formula(_masked_scores, "_transform_bias_rescale_qkv")

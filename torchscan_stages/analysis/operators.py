@@ -1,0 +1,604 @@
+"""Operator FLOPs over torch's dispatch: :class:`OperatorCounter` and :func:`measure_flops`.
+
+Every operator that reaches the dispatcher ends in exactly one of three outcomes, kept apart:
+
+* **counted** -- a formula is known (user ``custom_mapping`` > torch's ``flop_registry`` >
+  this package's ``op_formulas``); its FLOPs are added (a formula may return 0);
+* **ignored** -- a view, metadata, allocation, copy, selection or RNG operator: 0 FLOPs with a
+  stated reason, listed in ``ignored_operators``;
+* **uncounted** -- no formula and not known to be free: listed with its call count as an
+  ``uncounted_operator`` diagnostic; the total becomes a ``partial`` lower bound.
+
+Operators with a CompositeImplicitAutograd kernel and no formula are decomposed (as torch's
+FlopCounterMode does) so their parts are counted instead. Formulas are merged into one table
+per counter; torch's global registry is never modified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry as _torch_flop_registry
+from torch.utils.flop_counter import shape_wrapper as _torch_shape_wrapper
+
+from ..provenance import build_provenance
+from ..report import (
+    Diagnostic,
+    FlopReport,
+    IgnoredOperator,
+    IncompleteAnalysisError,
+    MetricResult,
+    OperatorCount,
+)
+from .op_formulas import CONVENTIONS, FORMULAS, IGNORED, RawFormula
+
+__all__ = [
+    "OperatorCounter",
+    "OwnerKey",
+    "OwnerOps",
+    "classify_custom_mapping",
+    "measure_flops",
+]
+
+OwnerKey: TypeAlias = str
+OpKey: TypeAlias = "torch._ops.OpOverloadPacket | torch._ops.OpOverload"
+
+UNIT = "FLOPs"
+METHOD = "operator_dispatch"
+BASE_CONVENTION = (
+    "one multiply-add counts as 2 FLOPs; matmul/conv/attention use torch.utils.flop_counter's "
+    "formulas (bias adds inside addmm/convolution are not counted, as in torch)"
+)
+
+_COUNTED, _IGNORED, _DECOMPOSE, _UNCOUNTED = 0, 1, 2, 3
+_NAMESPACE_REASONS = {
+    "profiler": "profiler annotation: no tensor arithmetic",
+    "prim": "view or metadata: no values are read or computed",
+}
+
+
+@dataclass
+class OwnerOps:
+    """Operators dispatched while one owner was innermost (``None``: no owner active)."""
+
+    flops: int = 0
+    counted_calls: dict[str, int] = field(default_factory=dict)
+    ignored_calls: dict[str, int] = field(default_factory=dict)
+    uncounted_calls: dict[str, int] = field(default_factory=dict)
+    op_flops: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return not self.uncounted_calls
+
+
+# ------------------------------------------------------------------------ custom mapping
+
+
+def classify_custom_mapping(custom_mapping: Any) -> dict[OpKey, Callable[..., int]]:
+    """Validate ``{torch.ops.ns.op[.overload]: formula}``; TypeError naming a bad key or value.
+
+    Returns a new dict (the caller's mapping is never kept). ``None`` means no overrides.
+    """
+    if custom_mapping is None:
+        return {}
+    if not isinstance(custom_mapping, Mapping):
+        raise TypeError(
+            "custom_mapping must be a mapping {torch.ops.aten.OP: formula}, got "
+            f"{type(custom_mapping).__name__}"
+        )
+    checked: dict[OpKey, Callable[..., int]] = {}
+    for key, formula in custom_mapping.items():
+        if not isinstance(key, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+            raise TypeError(
+                f"custom_mapping key {key!r} ({type(key).__name__}) is not an operator: use an "
+                "operator packet or overload such as torch.ops.aten.mm or "
+                "torch.ops.aten.mm.default"
+            )
+        if not callable(formula):
+            raise TypeError(
+                f"custom_mapping[{key}] must be a callable formula(*arg_shapes, out_shape=..., "
+                f"**kwargs) -> int, got {type(formula).__name__}"
+            )
+        checked[key] = formula
+    return checked
+
+
+def _shapes(value: Any) -> Any:
+    """Tensors -> shapes, through lists/tuples: what ``shape_wrapper``'s pytree map does for
+    operator arguments (which never hold dicts), at a fraction of its cost."""
+    if isinstance(value, torch.Tensor):
+        return value.shape
+    if isinstance(value, torch.Size):
+        return value
+    if isinstance(value, list):
+        return [_shapes(item) for item in value]
+    if isinstance(value, tuple):  # plain tuples; structseq outputs become tuples too
+        return tuple(_shapes(item) for item in value)
+    return value
+
+
+def _shape_formula(formula: Callable[..., int]) -> RawFormula:
+    """Call ``formula(*arg_shapes, out_shape=..., **kwargs)`` (FlopCounterMode's contract)."""
+
+    def shaped(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+        shape_kwargs = {key: _shapes(value) for key, value in kwargs.items()} if kwargs else {}
+        return formula(*_shapes(args), out_shape=_shapes(out), **shape_kwargs)
+
+    return shaped
+
+
+def _raw_formula(formula: Callable[..., int]) -> RawFormula:
+    """Call a raw formula ``formula(*args, out_val=out, **kwargs)`` on the tensors."""
+
+    def raw(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+        return formula(*args, out_val=out, **kwargs)
+
+    return raw
+
+
+def _adapt_user_formula(formula: Callable[..., int]) -> RawFormula:
+    """FlopCounterMode's contract: shapes in (``shape_wrapper``), or raw if ``_get_raw``."""
+    if getattr(formula, "_get_raw", False):
+        return _raw_formula(formula)
+    return _shape_formula(formula)
+
+
+_SHAPE_WRAPPER_CODE = _torch_shape_wrapper(lambda: 0).__code__
+
+
+def _adapt_torch_formula(formula: Callable[..., int]) -> RawFormula:
+    """torch's registry holds ``shape_wrapper``-wrapped formulas (unwrapped here so the cheap
+    shape mapping replaces its pytree map) and raw ones (called as they are)."""
+    inner = getattr(formula, "__wrapped__", None)
+    if inner is not None and getattr(formula, "__code__", None) is _SHAPE_WRAPPER_CODE:
+        return _shape_formula(inner)
+    return _raw_formula(formula)
+
+
+_TORCH_TABLE: dict[Any, RawFormula] = {}
+
+
+def _torch_table() -> dict[Any, RawFormula]:
+    """torch's registry, adapted once per registry size (a user may register more later)."""
+    if len(_TORCH_TABLE) != len(_torch_flop_registry):
+        _TORCH_TABLE.clear()
+        _TORCH_TABLE.update(
+            {key: _adapt_torch_formula(fn) for key, fn in _torch_flop_registry.items()}
+        )
+    return _TORCH_TABLE
+
+
+# ------------------------------------------------------------------------------ counter
+
+
+class _FormulaError(Exception):
+    pass
+
+
+class _CountingMode(TorchDispatchMode):
+    """The dispatch hook; all state lives on the owning :class:`OperatorCounter`."""
+
+    def __init__(self, counter: OperatorCounter) -> None:
+        super().__init__()
+        self.counter = counter
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        if kwargs is None:
+            kwargs = {}
+        counter = self.counter
+        entry = counter._entries.get(func)
+        if entry is None:
+            entry = counter._classify(func)
+        if entry[0] == _DECOMPOSE:
+            with self:
+                result = func.decompose(*args, **kwargs)
+            if result is not NotImplemented:
+                return result
+            entry = counter._entries[func] = (_UNCOUNTED, None, entry[2])
+        out = func(*args, **kwargs)
+        counter._record(entry, func, args, kwargs, out)
+        return out
+
+
+class OperatorCounter:
+    """Count operator FLOPs of everything dispatched inside ``with counter:``.
+
+    ``owner`` (optional) is called for every operator and returns the key of the innermost
+    active owner (a module path, say); results are kept per owner (:meth:`owner_ops`).
+    ``custom_mapping`` formulas follow FlopCounterMode's shape contract and apply to this
+    counter only. Not reentrant; the dispatch mode is popped in ``__exit__`` even on errors.
+    """
+
+    def __init__(
+        self,
+        custom_mapping: Mapping[Any, Callable[..., int]] | None = None,
+        *,
+        owner: Callable[[], OwnerKey | None] | None = None,
+    ) -> None:
+        custom = classify_custom_mapping(custom_mapping)
+        if owner is not None and not callable(owner):
+            raise TypeError(f"owner must be a callable returning a key, got {type(owner).__name__}")
+        self._custom_overloads: dict[Any, RawFormula] = {
+            key: _adapt_user_formula(fn)
+            for key, fn in custom.items()
+            if isinstance(key, torch._ops.OpOverload)
+        }
+        self._table: dict[Any, RawFormula] = {**FORMULAS, **_torch_table()}
+        self._table.update(
+            {
+                key: _adapt_user_formula(fn)
+                for key, fn in custom.items()
+                if isinstance(key, torch._ops.OpOverloadPacket)
+            }
+        )
+        self._owner = owner
+        self._entries: dict[Any, tuple[int, RawFormula | None, str]] = {}
+        self._by_owner: dict[OwnerKey | None, OwnerOps] = {}
+        self._ignored_reasons: dict[str, str] = {}
+        self._uncounted_overloads: dict[str, set[str]] = {}
+        self._formula_errors: dict[str, str] = {}
+        self._mode: _CountingMode | None = None
+        self._used = False
+
+    # -- context manager ------------------------------------------------------------------
+
+    def __enter__(self) -> OperatorCounter:
+        if self._mode is not None:
+            raise RuntimeError("OperatorCounter is not reentrant: it is already active")
+        self._used = True
+        self._mode = _CountingMode(self)
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        mode, self._mode = self._mode, None
+        if mode is not None:
+            mode.__exit__(*exc)
+
+    # -- hot path -------------------------------------------------------------------------
+
+    def _classify(self, func: Any) -> tuple[int, RawFormula | None, str]:
+        packet = func._overloadpacket
+        name = str(packet)
+        entry: tuple[int, RawFormula | None, str]
+        if func in self._custom_overloads:
+            entry = (_COUNTED, self._custom_overloads[func], name)
+        elif packet in self._table:
+            entry = (_COUNTED, self._table[packet], name)
+        elif packet in IGNORED:
+            self._ignored_reasons[name] = IGNORED[packet]
+            entry = (_IGNORED, None, name)
+        elif func.namespace in _NAMESPACE_REASONS:
+            self._ignored_reasons[name] = _NAMESPACE_REASONS[func.namespace]
+            entry = (_IGNORED, None, name)
+        elif torch._C.DispatchKey.CompositeImplicitAutograd in func.py_kernels or (
+            torch._C._dispatch_has_kernel_for_dispatch_key(
+                func.name(), torch._C.DispatchKey.CompositeImplicitAutograd
+            )
+        ):
+            entry = (_DECOMPOSE, None, name)
+        else:
+            entry = (_UNCOUNTED, None, name)
+        self._entries[func] = entry
+        return entry
+
+    def _record(
+        self,
+        entry: tuple[int, RawFormula | None, str],
+        func: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        out: Any,
+    ) -> None:
+        kind, formula, name = entry
+        key = self._owner() if self._owner is not None else None
+        ops = self._by_owner.get(key)
+        if ops is None:
+            ops = self._by_owner[key] = OwnerOps()
+        if kind == _COUNTED:
+            assert formula is not None
+            try:
+                flops = formula(args, kwargs, out)
+                flops = int(flops)
+                if flops < 0:
+                    raise _FormulaError(f"negative FLOPs ({flops})")
+            except Exception as error:  # a broken formula must not break the workload
+                self._formula_errors.setdefault(str(func), f"{type(error).__name__}: {error}")
+                self._uncounted_overloads.setdefault(name, set()).add(str(func))
+                ops.uncounted_calls[name] = ops.uncounted_calls.get(name, 0) + 1
+                return
+            ops.flops += flops
+            ops.counted_calls[name] = ops.counted_calls.get(name, 0) + 1
+            ops.op_flops[name] = ops.op_flops.get(name, 0) + flops
+        elif kind == _IGNORED:
+            ops.ignored_calls[name] = ops.ignored_calls.get(name, 0) + 1
+        else:
+            self._uncounted_overloads.setdefault(name, set()).add(str(func))
+            ops.uncounted_calls[name] = ops.uncounted_calls.get(name, 0) + 1
+
+    # -- results --------------------------------------------------------------------------
+
+    def owner_ops(self) -> dict[OwnerKey | None, OwnerOps]:
+        """Per innermost owner: FLOPs and call counts (copies; safe to keep)."""
+        return {
+            key: OwnerOps(
+                flops=ops.flops,
+                counted_calls=dict(ops.counted_calls),
+                ignored_calls=dict(ops.ignored_calls),
+                uncounted_calls=dict(ops.uncounted_calls),
+                op_flops=dict(ops.op_flops),
+            )
+            for key, ops in self._by_owner.items()
+        }
+
+    def ignored_reason(self, operator: str) -> str:
+        """Why ``operator`` (a packet name such as ``aten.view``) counts 0 FLOPs."""
+        return self._ignored_reasons.get(operator, "zero-FLOP operator")
+
+    def uncounted_diagnostics(self, *, metric: str = "operator_flops") -> list[Diagnostic]:
+        """One ``uncounted_operator`` diagnostic per packet without a (working) formula."""
+        calls: dict[str, int] = {}
+        for ops in self._by_owner.values():
+            for name, count in ops.uncounted_calls.items():
+                calls[name] = calls.get(name, 0) + count
+        diagnostics = []
+        for name in sorted(calls):
+            overloads = sorted(self._uncounted_overloads.get(name, ()))
+            errors = [
+                f"{o}: {self._formula_errors[o]}" for o in overloads if o in self._formula_errors
+            ]
+            if errors:
+                why = "its formula failed (" + "; ".join(errors) + ")"
+            else:
+                why = "it has no FLOP formula and is not a known zero-FLOP operator"
+            diagnostics.append(
+                Diagnostic(
+                    code="uncounted_operator",
+                    severity="warning",
+                    metric=metric,
+                    operator=name,
+                    count=calls[name],
+                    message=(
+                        f"{name} ({', '.join(overloads)}) ran {calls[name]} time(s) and was not "
+                        f"counted: {why}; the total is a lower bound. If the count is known, "
+                        f"pass custom_mapping={{torch.ops.{name}: formula}}."
+                    ),
+                )
+            )
+        return diagnostics
+
+    def total(self, *, scope: str = "forward") -> MetricResult:
+        flops = sum(ops.flops for ops in self._by_owner.values())
+        if all(ops.complete for ops in self._by_owner.values()):
+            return MetricResult.complete(flops, unit=UNIT, scope=scope, method=METHOD)
+        return MetricResult.partial(flops, unit=UNIT, scope=scope, method=METHOD)
+
+    def report(
+        self, *, name: str | None = None, scope: str = "forward", module_rollup: bool = False
+    ) -> FlopReport:
+        """A FlopReport (method ``operator_dispatch``, unit ``FLOPs``) of what was counted.
+
+        ``by_module`` holds one entry per owner key; with ``module_rollup`` each dotted key
+        also receives the work of its dotted descendants (``a`` includes ``a.b``).
+        """
+        calls: dict[str, int] = {}
+        op_flops: dict[str, int] = {}
+        uncounted: dict[str, int] = {}
+        ignored: dict[str, int] = {}
+        for ops in self._by_owner.values():
+            for op, count in ops.counted_calls.items():
+                calls[op] = calls.get(op, 0) + count
+                op_flops[op] = op_flops.get(op, 0) + ops.op_flops.get(op, 0)
+            for op, count in ops.uncounted_calls.items():
+                uncounted[op] = uncounted.get(op, 0) + count
+            for op, count in ops.ignored_calls.items():
+                ignored[op] = ignored.get(op, 0) + count
+        by_operator: dict[str, OperatorCount] = {}
+        for op in sorted(set(calls) | set(uncounted)):
+            flops = op_flops.get(op, 0)
+            if op not in uncounted:
+                result = MetricResult.complete(flops, unit=UNIT, scope=scope, method=METHOD)
+            elif op in calls:
+                result = MetricResult.partial(flops, unit=UNIT, scope=scope, method=METHOD)
+            else:
+                result = MetricResult.unavailable(unit=UNIT, scope=scope, method=METHOD)
+            by_operator[op] = OperatorCount(
+                calls=calls.get(op, 0) + uncounted.get(op, 0), flops=result
+            )
+        return FlopReport(
+            provenance=build_provenance(),
+            name=name,
+            total=self.total(scope=scope),
+            by_operator=by_operator,
+            by_module=self._by_module(scope, module_rollup),
+            ignored_operators=[
+                IgnoredOperator(operator=op, calls=ignored[op], reason=self.ignored_reason(op))
+                for op in sorted(ignored)
+            ],
+            diagnostics=self.uncounted_diagnostics(),
+            conventions={"flop": BASE_CONVENTION, **CONVENTIONS},
+        )
+
+    def _by_module(self, scope: str, rollup: bool) -> dict[str, MetricResult]:
+        sums: dict[str, list[int]] = {}  # key -> [flops, uncounted calls]
+        for key, ops in self._by_owner.items():
+            if key is None:
+                continue
+            targets = [key]
+            if rollup:
+                parts = key.split(".")
+                targets = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+            for target in targets:
+                acc = sums.setdefault(target, [0, 0])
+                acc[0] += ops.flops
+                acc[1] += sum(ops.uncounted_calls.values())
+        return {
+            key: (
+                MetricResult.complete(flops, unit=UNIT, scope=scope, method=METHOD)
+                if missing == 0
+                else MetricResult.partial(flops, unit=UNIT, scope=scope, method=METHOD)
+            )
+            for key, (flops, missing) in sorted(sums.items())
+        }
+
+
+# ------------------------------------------------------------------------ module tracking
+
+
+class _ModuleStack:
+    """Innermost running module, forward and (best effort) backward, by dotted name.
+
+    Modelled on torch's ModuleTracker, but keeps an ordered stack so the innermost module is
+    known in O(1). Names are ``RootClass.child.grandchild`` because ``measure_flops`` is not
+    told which module is the root. Global hooks and gradient hooks are removed on exit.
+    """
+
+    def __init__(self) -> None:
+        self.stack: list[str] = []
+        # keyed by id(); ``_alive`` keeps each named module alive while the tracker is active,
+        # so an id cannot be reused by another module (cleared on exit).
+        self._names: dict[int, str] = {}
+        self._seen: set[int] = set()
+        self._alive: list[torch.nn.Module] = []
+        self._handles: list[Any] = []
+        self._grad_handles: list[Any] = []
+        self._callback_queued = False
+
+    def current(self) -> str | None:
+        stack = self.stack
+        return stack[-1] if stack else None
+
+    def _name(self, module: torch.nn.Module) -> str:
+        names = self._names
+        name = names.get(id(module))
+        if name is None:
+            name = names[id(module)] = type(module).__name__
+            self._alive.append(module)
+        if id(module) not in self._seen:
+            self._seen.add(id(module))
+            for child_name, child in module.named_children():
+                if id(child) not in names:
+                    names[id(child)] = f"{name}.{child_name}"
+                    self._alive.append(child)
+        return name
+
+    def _push(self, name: str) -> None:
+        self.stack.append(name)
+
+    def _pop(self, name: str) -> None:
+        stack = self.stack
+        for index in range(len(stack) - 1, -1, -1):
+            if stack[index] == name:
+                del stack[index]
+                return
+
+    def _backward_push(self, name: str) -> Callable[..., None]:
+        def push(*_: Any) -> None:
+            if not self._callback_queued:
+                self._callback_queued = True
+                torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
+            self._push(name)
+
+        return push
+
+    def _backward_pop(self, name: str) -> Callable[..., None]:
+        def pop(*_: Any) -> None:
+            self._pop(name)
+
+        return pop
+
+    def _end_backward(self) -> None:
+        self._callback_queued = False
+        self.stack.clear()
+
+    @staticmethod
+    def _grad_tensors(value: Any) -> list[torch.Tensor]:
+        flat, _ = torch.utils._pytree.tree_flatten(value)
+        return [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad]
+
+    def _pre_hook(self, module: torch.nn.Module, inputs: Any) -> None:
+        name = self._name(module)
+        self._push(name)
+        if torch.is_grad_enabled():
+            tensors = self._grad_tensors(inputs)
+            if tensors:
+                self._grad_handles.append(
+                    torch.autograd.graph.register_multi_grad_hook(tensors, self._backward_pop(name))
+                )
+
+    def _post_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
+        name = self._name(module)
+        self._pop(name)
+        if torch.is_grad_enabled():
+            tensors = self._grad_tensors(output)
+            if tensors:
+                self._grad_handles.append(
+                    torch.autograd.graph.register_multi_grad_hook(
+                        tensors, self._backward_push(name)
+                    )
+                )
+
+    def __enter__(self) -> _ModuleStack:
+        from torch.nn.modules.module import (
+            register_module_forward_hook,
+            register_module_forward_pre_hook,
+        )
+
+        self._handles.append(register_module_forward_pre_hook(self._pre_hook))
+        try:
+            self._handles.append(register_module_forward_hook(self._post_hook, always_call=True))
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in (*self._handles, *self._grad_handles):
+            handle.remove()
+        self._handles.clear()
+        self._grad_handles.clear()
+        self.stack.clear()
+        self._names.clear()
+        self._seen.clear()
+        self._alive.clear()
+
+
+# ------------------------------------------------------------------------------- public
+
+
+def measure_flops(
+    workload: Callable[[], Any],
+    *,
+    custom_mapping: Mapping[Any, Callable[..., int]] | None = None,
+    strict: bool = False,
+    name: str | None = None,
+) -> FlopReport:
+    """Call ``workload()`` once under operator dispatch and report its FLOPs.
+
+    Forward, backward and optimizer steps inside the workload are all counted (scope
+    ``workload``). An exception from the workload propagates unchanged; the dispatch mode and
+    every hook are removed first. ``strict=True`` raises IncompleteAnalysisError (carrying the
+    report) when any operator was uncounted.
+    """
+    if not callable(workload):
+        raise TypeError(f"workload must be a zero-argument callable, got {type(workload).__name__}")
+    custom = classify_custom_mapping(custom_mapping)
+    tracker = _ModuleStack()
+    counter = OperatorCounter(custom, owner=tracker.current)
+    with tracker, counter:
+        workload()
+    report = counter.report(name=name, scope="workload", module_rollup=True)
+    if strict and not report.total.is_complete:
+        raise IncompleteAnalysisError(report, ["total"])
+    return report
