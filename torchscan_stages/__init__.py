@@ -59,7 +59,30 @@ _PUBLIC: dict[str, str] = {
     "IncompleteAnalysisError": ".report",
 }
 
-__all__ = sorted([*_PUBLIC, "__version__"])
+__all__ = [
+    "AnalysisReport",
+    "BenchmarkComparison",
+    "BenchmarkReport",
+    "Diagnostic",
+    "FlopReport",
+    "IncompleteAnalysisError",
+    "MetricResult",
+    "ModuleHandler",
+    "ReportDiff",
+    "__version__",
+    "compare_benchmarks",
+    "compare_reports",
+    "crawl_module",
+    "load_report",
+    "measure_flops",
+    "measure_latency",
+    "measure_peak_memory",
+    "measure_peak_rss",
+    "measure_workload",
+    "profile_workload",
+    "render_report",
+    "summary",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -7,6 +7,7 @@ obtained. JSON is the only machine interface; these models are its schema.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -607,10 +608,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
             os.fsync(handle.fileno())
         os.replace(tmp_name, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
         raise
     return target
 
