@@ -1,0 +1,314 @@
+"""The benchmark runner: FLOPs accuracy, overhead and state per model x tool, then latency.
+
+Everything runs in ONE process, single-threaded (``torch.set_num_threads(1)``: the bench
+machine has 2 shared cores; one thread keeps the plain forward and the tool call comparable).
+Overhead = tool call wall time / plain ``no_grad`` forward, measured interleaved (plain
+block, tool call, plain block, ...), median over repeats, noise as the IQR of the per-pair
+ratios. A plain forward is a block average (enough calls for >= 2 ms) so that microsecond
+forwards are not dominated by timer noise.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from models import BenchModel, model_set, set_mixed_modes
+from peers import PEERS, Peer, PeerResult, reference_flops, versions
+from state_check import diff, snapshot
+from torch import nn
+
+THREADS = 1
+REPEATS = {"main": 5, "scaling": 3}
+QUICK_REPEATS = {"main": 2, "scaling": 1}
+# A tool whose single call would exceed this (predicted from its measured time on the next
+# smaller scaling model, linear in blocks) is not run there; the cell says so.
+MAX_CALL_S = 20.0
+# Above this, one timed call is all the overhead estimate gets (noise: unavailable).
+SLOW_CALL_S = 4.0
+LATENCY_MODELS = ("mlp", "token_conv", "transformer")
+LATENCY_ROUNDS = 3
+ADAPTIVE_MAX_RUN_S = 5.0  # = measure_latency's default max_run_time, for a like-for-like cap
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def quantiles(values: list[float]) -> dict[str, float | None]:
+    """Median, q1, q3 and IQR (inclusive quartiles); IQR None for fewer than 2 samples."""
+    if not values:
+        return {"median": None, "q1": None, "q3": None, "iqr": None}
+    med = statistics.median(values)
+    if len(values) < 2:
+        return {"median": med, "q1": None, "q3": None, "iqr": None}
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return {"median": med, "q1": q1, "q3": q3, "iqr": q3 - q1}
+
+
+def plain_forward(model: nn.Module, x: torch.Tensor) -> Callable[[], float]:
+    """A timer of the plain no_grad forward: per-call seconds over a >= 2 ms block."""
+    with torch.no_grad():
+        model(x)
+        start = time.perf_counter()
+        model(x)
+        one = time.perf_counter() - start
+    calls = max(1, min(1000, int(0.002 / max(one, 1e-7)) + 1))
+
+    def timed() -> float:
+        with torch.no_grad():
+            start = time.perf_counter()
+            for _ in range(calls):
+                model(x)
+            return (time.perf_counter() - start) / calls
+
+    return timed
+
+
+def _call(peer: Peer, model: nn.Module, x: torch.Tensor) -> tuple[PeerResult | None, str | None]:
+    try:
+        return peer.run(model, x), None
+    except Exception as error:  # a peer failing on a model is a result, not a crash
+        return (
+            None,
+            f"{type(error).__name__}: {str(error).splitlines()[0][:160] if str(error) else ''}",
+        )
+
+
+def measure_cell(
+    bm: BenchModel, peer: Peer, x: torch.Tensor, bad: torch.Tensor, repeats: int
+) -> dict[str, Any]:
+    """One model x tool: FLOPs, completeness, state after ok/failing call, overhead."""
+    model = set_mixed_modes(bm.build())
+    before = snapshot(model)
+    result, error = _call(peer, model, x)
+    ok_diff = diff(before, snapshot(model))
+    cell: dict[str, Any] = {
+        "model": bm.name,
+        "tool": peer.name,
+        "error": error,
+        "flops": None if result is None else result.flops,
+        "complete": None if result is None else result.complete,
+        "detail": None if result is None else result.detail,
+        "extra": {} if result is None else result.extra,
+        "first_call_s": None if result is None else result.wall_s,
+        "state_after_ok": ok_diff,
+    }
+    if result is not None:
+        plain = plain_forward(model, x)
+        if result.wall_s > SLOW_CALL_S:
+            repeats = 1
+        plain_s, tool_s, ratios = [], [], []
+        for _ in range(repeats):
+            p = plain()
+            again, _ = _call(peer, model, x)
+            if again is None:
+                break
+            plain_s.append(p)
+            tool_s.append(again.wall_s)
+            ratios.append(again.wall_s / p)
+        cell["overhead"] = {
+            "repeats": len(ratios),
+            "plain_forward_s": quantiles(plain_s),
+            "tool_s": quantiles(tool_s),
+            "ratio": quantiles(ratios),
+            "ratios": ratios,
+        }
+    before = snapshot(model)
+    bad_result, bad_error = _call(peer, model, bad)
+    cell["failing_call"] = {
+        "raised": bad_error,
+        "returned": None if bad_result is None else (bad_result.detail or "a result"),
+        "state": diff(before, snapshot(model)),
+    }
+    return cell
+
+
+def run_accuracy(models: list[BenchModel], repeats: dict[str, int]) -> dict[str, Any]:
+    references: dict[str, Any] = {}
+    cells: list[dict[str, Any]] = []
+    last_scaling_time: dict[str, tuple[int, float]] = {}
+    for bm in models:
+        x, bad = bm.make_input(), bm.make_bad_input()
+        started = time.perf_counter()
+        ref_model = set_mixed_modes(bm.build())
+        references[bm.name] = {**reference_flops(ref_model, x), "description": bm.description}
+        plain = plain_forward(ref_model, x)
+        references[bm.name]["plain_forward_s"] = quantiles([plain() for _ in range(3)])
+        del ref_model
+        for peer in PEERS:
+            if peer.scaling_only and bm.family != "scaling":
+                continue
+            if bm.family == "scaling" and bm.blocks and peer.name in last_scaling_time:
+                prev_blocks, prev_s = last_scaling_time[peer.name]
+                predicted = prev_s * bm.blocks / prev_blocks
+                if predicted > MAX_CALL_S:
+                    cells.append(
+                        {
+                            "model": bm.name,
+                            "tool": peer.name,
+                            "skipped": f"not run: {prev_s:.1f} s measured at {prev_blocks} "
+                            f"blocks predicts {predicted:.0f} s > {MAX_CALL_S:.0f} s per call",
+                        }
+                    )
+                    log(f"{bm.name:18s} {peer.name:24s} skipped (predicted {predicted:.0f} s)")
+                    continue
+            cell = measure_cell(bm, peer, x, bad, repeats[bm.family])
+            cells.append(cell)
+            if bm.family == "scaling" and bm.blocks and cell["first_call_s"] is not None:
+                tool_med = cell.get("overhead", {}).get("tool_s", {}).get("median")
+                last_scaling_time[peer.name] = (bm.blocks, tool_med or cell["first_call_s"])
+            ratio = cell.get("overhead", {}).get("ratio", {}).get("median")
+            ref = references[bm.name]["flops"]
+            flops = cell["flops"]
+            acc = f"{flops / ref:.4f}" if flops is not None and ref else "-"
+            log(
+                f"{bm.name:18s} {peer.name:24s} flops/ref {acc:>8s} "
+                f"complete={cell['complete']!s:5s} overhead {ratio or float('nan'):8.2f}x "
+                f"state ok/fail {len(cell['state_after_ok'])}/{len(cell['failing_call']['state'])}"
+                + (f" ERROR {cell['error']}" if cell["error"] else "")
+            )
+        log(f"{bm.name}: {time.perf_counter() - started:.1f} s")
+    return {"references": references, "cells": cells}
+
+
+# ------------------------------------------------------------------------------ latency
+
+
+def _latency_one(method: str, workload: Callable[[], Any]) -> dict[str, Any]:
+    from torch.utils.benchmark import Timer
+
+    from torchscan_stages.measure.latency import measure_latency
+
+    start = time.perf_counter()
+    if method == "measure_latency":
+        report = measure_latency(workload)
+        spent = time.perf_counter() - start
+        assert report.latency is not None and report.latency.stats is not None
+        st = report.latency.stats
+        return {
+            "median_s": st.median,
+            "iqr_s": st.iqr,
+            "samples": st.blocks,
+            "calls": st.blocks * st.calls_per_block + st.warmup_calls + st.calibration_calls + 1,
+            "spent_s": spent,
+            "first_call_s": report.latency.first_call.value,
+            "stop_reason": st.stop_reason,
+        }
+    timer = Timer(stmt="fn()", globals={"fn": workload}, num_threads=THREADS)
+    if method == "blocked_autorange":
+        measurement = timer.blocked_autorange()
+    else:
+        measurement = timer.adaptive_autorange(max_run_time=ADAPTIVE_MAX_RUN_S)
+    spent = time.perf_counter() - start
+    return {
+        "median_s": measurement.median,
+        "iqr_s": measurement.iqr,
+        "samples": len(measurement.times),
+        "calls": len(measurement.times) * measurement.number_per_run,
+        "spent_s": spent,
+        "first_call_s": None,
+        "stop_reason": None,
+    }
+
+
+LATENCY_METHODS = ("measure_latency", "blocked_autorange", "adaptive_autorange")
+
+
+def run_latency(models: list[BenchModel], rounds: int) -> list[dict[str, Any]]:
+    """Each method on the same workload, rounds interleaved (method order rotates)."""
+    rows: list[dict[str, Any]] = []
+    for bm in models:
+        if bm.name not in LATENCY_MODELS:
+            continue
+        model = set_mixed_modes(bm.build())
+        x = bm.make_input()
+
+        def workload(model: nn.Module = model, x: torch.Tensor = x) -> Any:
+            with torch.no_grad():
+                return model(x)
+
+        runs: dict[str, list[dict[str, Any]]] = {m: [] for m in LATENCY_METHODS}
+        for r in range(rounds):
+            order = LATENCY_METHODS[r % 3 :] + LATENCY_METHODS[: r % 3]
+            for method in order:
+                runs[method].append(_latency_one(method, workload))
+        for method, results in runs.items():
+            medians = [res["median_s"] for res in results]
+            row = {
+                "model": bm.name,
+                "method": method,
+                "rounds": results,
+                "median_of_medians_s": statistics.median(medians),
+                "median_iqr_s": statistics.median(res["iqr_s"] for res in results),
+                "round_spread": (max(medians) - min(medians)) / statistics.median(medians),
+                "spent_s": statistics.median(res["spent_s"] for res in results),
+            }
+            rows.append(row)
+            log(
+                f"latency {bm.name:12s} {method:19s} "
+                f"median {row['median_of_medians_s'] * 1e3:9.4f} ms"
+                f" IQR {row['median_iqr_s'] * 1e3:8.4f} ms spread {row['round_spread']:.1%}"
+                f" spent {row['spent_s']:.2f} s"
+            )
+    return rows
+
+
+# ------------------------------------------------------------------------------ driver
+
+
+def machine() -> dict[str, Any]:
+    from torchscan_stages.provenance import environment_info
+
+    env = environment_info().model_dump()
+    return {
+        "cpu_model": env.get("cpu_model"),
+        "cpu_count_logical": env.get("cpu_count_logical"),
+        "cpu_count_physical": env.get("cpu_count_physical"),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch_threads": THREADS,
+        "load_average_at_start": list(os.getloadavg()),
+    }
+
+
+def run_suite(*, quick: bool, only: str | None, results_path: Path, doc_path: Path) -> None:
+    from tables import write_doc
+
+    torch.set_num_threads(THREADS)
+    started = time.perf_counter()
+    models = model_set("full")
+    data: dict[str, Any] = {
+        "schema": 1,
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "quick": quick,
+        "machine": machine(),
+        "versions": versions(),
+        "settings": {
+            "repeats": QUICK_REPEATS if quick else REPEATS,
+            "max_call_s": MAX_CALL_S,
+            "latency_rounds": 1 if quick else LATENCY_ROUNDS,
+            "adaptive_max_run_time_s": ADAPTIVE_MAX_RUN_S,
+        },
+        "models": {bm.name: bm.description for bm in models},
+    }
+    if only in (None, "accuracy"):
+        data["accuracy"] = run_accuracy(models, QUICK_REPEATS if quick else REPEATS)
+    if only in (None, "latency"):
+        data["latency"] = run_latency(models, 1 if quick else LATENCY_ROUNDS)
+    data["machine"]["load_average_at_end"] = list(os.getloadavg())
+    data["total_s"] = time.perf_counter() - started
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = results_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    os.replace(tmp, results_path)
+    write_doc(data, doc_path)
+    log(f"done in {data['total_s']:.0f} s: {results_path} and {doc_path}")
