@@ -263,6 +263,26 @@ def test_embedding_conv1d_token_model() -> None:
     assert conv.metrics.receptive_field.value == 3
 
 
+def _global_hook_state() -> dict[str, list[int]]:
+    """Keys of every torch global module-hook dict (a crawl must leave none behind)."""
+    import torch.nn.modules.module as module_globals
+
+    return {
+        name: sorted(getattr(module_globals, name))
+        for name in dir(module_globals)
+        if name.startswith("_global_") and isinstance(getattr(module_globals, name), dict)
+    }
+
+
+def test_no_global_hook_state_left_after_success_or_failure() -> None:
+    before = _global_hook_state()
+    crawl_module(mlp(), (10,))
+    crawl_module(mlp(), (10,), mode="structure")
+    with pytest.raises(RuntimeError):
+        crawl_module(mlp(), (11,))  # wrong feature count: the first Linear raises
+    assert _global_hook_state() == before
+
+
 def test_state_restored_after_deep_shape_error() -> None:
     model = small_resnet()
     model.train()

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 from torch.nn.modules.module import (
+    _global_forward_hooks_with_kwargs,
     register_module_forward_hook,
     register_module_forward_pre_hook,
 )
@@ -667,6 +668,9 @@ def crawl_module(
     finally:
         for handle in handles:
             handle.remove()
+            # torch's RemovableHandle forgets the with_kwargs flag of a global hook (it only
+            # clears the always_called dict): drop it so no trace of the crawl remains.
+            _global_forward_hooks_with_kwargs.pop(handle.id, None)
         for sub, flag in flags:
             sub.training = flag
 
