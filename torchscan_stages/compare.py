@@ -226,6 +226,7 @@ DEFAULT_MAX_RUN_TIME_S = 10.0
 DEFAULT_MIN_BLOCKS = 10
 DEFAULT_MIN_BLOCK_TIME_S = 0.005
 DEFAULT_MAX_NOISE = 0.05
+DEFAULT_CI_FLOOR = 0.005
 
 BenchmarkSource = BenchmarkReport | str | os.PathLike[str]
 Check = Callable[[Any, Any], Any]
@@ -289,6 +290,7 @@ class _Judge:
 
     min_effect: float
     max_noise: float
+    ci_floor: float
     min_blocks: int
     confidence: float
     resamples: int
@@ -311,6 +313,7 @@ def _latency_delta(
         resamples=judge.resamples,
         paired=paired,
         seed=judge.seed,
+        floor=judge.ci_floor,
     )
     verdict, reason = latency_verdict(estimate, min_effect=judge.min_effect)
     noise = max(relative_iqr(base_blocks), relative_iqr(cand_blocks))
@@ -496,6 +499,7 @@ def compare_benchmarks(
     min_blocks: int = DEFAULT_MIN_BLOCKS,
     min_effect: float = DEFAULT_MIN_EFFECT,
     max_noise: float = DEFAULT_MAX_NOISE,
+    ci_floor: float = DEFAULT_CI_FLOOR,
     confidence: float = DEFAULT_CONFIDENCE,
     resamples: int = DEFAULT_RESAMPLES,
     memory: bool = False,
@@ -513,11 +517,13 @@ def compare_benchmarks(
     recorded as not performed. ``min_effect`` is the smallest ratio change (default 5%) that
     counts as faster or slower; when either side's IQR/median exceeds ``max_noise`` (default
     5%) the verdict is ``inconclusive``: a noisy machine gives no verdict rather than a wrong
-    one.
+    one. ``ci_floor`` (default 0.5%) is the smallest relative half-width of an interval:
+    blocks of one run do not show run-to-run variation.
     """
     judge = _Judge(
         min_effect=min_effect,
         max_noise=max_noise,
+        ci_floor=ci_floor,
         min_blocks=min_blocks,
         confidence=confidence,
         resamples=resamples,
@@ -527,6 +533,7 @@ def compare_benchmarks(
     settings: dict[str, Any] = {
         "min_effect": min_effect,
         "max_noise": max_noise,
+        "ci_floor": ci_floor,
         "confidence": confidence,
         "resamples": resamples,
         "bootstrap_seed": seed,
@@ -580,6 +587,11 @@ def compare_benchmarks(
 def _validate_judge(judge: _Judge) -> None:
     if not 0.0 <= judge.min_effect < 1.0:
         raise ValueError(f"min_effect must be in [0, 1), got {judge.min_effect!r}")
+    if judge.ci_floor < 0.0 or (judge.ci_floor > 0.0 and judge.ci_floor >= judge.min_effect):
+        raise ValueError(
+            "ci_floor must be in [0, min_effect) so that a real effect can be told apart, got "
+            f"ci_floor={judge.ci_floor!r} with min_effect={judge.min_effect!r}"
+        )
     if not judge.max_noise > 0.0:
         raise ValueError(f"max_noise must be > 0, got {judge.max_noise!r}")
     if not 0.5 <= judge.confidence < 1.0:

@@ -120,8 +120,14 @@ def ratio_of_medians(
     resamples: int,
     paired: bool,
     seed: int = 0,
+    floor: float = 0.0,
 ) -> RatioEstimate:
     """Point ratio median(candidate) / median(baseline) and its bootstrap interval.
+
+    ``floor`` is the smallest relative half-width of the interval: blocks of one run only
+    show within-run noise, while the same comparison repeated in a new process moves by
+    more (frequency, code and allocator layout), so the interval never claims more precision
+    than ``ratio x (1 ± floor)``.
 
     ``paired=True`` resamples round indices (both sides together, as they were interleaved);
     otherwise each side is resampled on its own (saved reports measured at different times).
@@ -156,8 +162,8 @@ def ratio_of_medians(
     tail = (1.0 - confidence) / 2.0
     return RatioEstimate(
         ratio=point,
-        low=quantile(ratios, tail),
-        high=quantile(ratios, 1.0 - tail),
+        low=min(quantile(ratios, tail), point * (1.0 - floor)),
+        high=max(quantile(ratios, 1.0 - tail), point * (1.0 + floor)),
         confidence=confidence,
         resamples=resamples,
         paired=paired,

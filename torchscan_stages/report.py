@@ -8,6 +8,7 @@ obtained. JSON is the only machine interface; these models are its schema.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -77,24 +78,22 @@ class MetricResult(_Model):
             raise ValueError("an unavailable MetricResult has value=None and known_value=None")
         return self
 
+    # The constructors below return shared, validated instances (MetricResult is frozen):
+    # a crawl of thousands of layers builds the same few results over and over, and pydantic
+    # validation per result would dominate its per-layer cost.
+
     @classmethod
     def complete(cls, value: Number, *, unit: str, scope: str, method: str) -> MetricResult:
-        return cls(
-            status="complete",
-            value=value,
-            known_value=value,
-            unit=unit,
-            scope=scope,
-            method=method,
-        )
+        return _shared_metric("complete", value, type(value).__name__, unit, scope, method)
 
     @classmethod
     def partial(cls, known_value: Number, *, unit: str, scope: str, method: str) -> MetricResult:
-        return cls(status="partial", known_value=known_value, unit=unit, scope=scope, method=method)
+        kind = type(known_value).__name__
+        return _shared_metric("partial", known_value, kind, unit, scope, method)
 
     @classmethod
     def unavailable(cls, *, unit: str, scope: str, method: str) -> MetricResult:
-        return cls(status="unavailable", unit=unit, scope=scope, method=method)
+        return _shared_metric("unavailable", None, "NoneType", unit, scope, method)
 
     @property
     def is_complete(self) -> bool:
@@ -103,6 +102,21 @@ class MetricResult(_Model):
     def bound(self) -> Number | None:
         """The best known number: the value when complete, the lower bound when partial."""
         return self.known_value
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _shared_metric(
+    status: Status, number: Number | None, number_type: str, unit: str, scope: str, method: str
+) -> MetricResult:
+    """One validated MetricResult per distinct content (``number_type`` keeps 1 and 1.0 apart)."""
+    return MetricResult(
+        status=status,
+        value=number if status == "complete" else None,
+        known_value=number,
+        unit=unit,
+        scope=scope,
+        method=method,
+    )
 
 
 def combine_sum(results: list[MetricResult], *, unit: str, scope: str, method: str) -> MetricResult:

@@ -10,7 +10,6 @@ and hook is restored in ``finally``; grad mode by ``torch.no_grad``.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -37,6 +36,7 @@ from ..report import (
     ParameterStats,
 )
 from . import formulas  # noqa: F401  (fills the built-in handler registry)
+from ._gc import gc_paused
 from .handlers import (
     FORMULA_METRICS,
     METHOD,
@@ -658,7 +658,7 @@ def crawl_module(
         handles.append(register_module_forward_pre_hook(pre_hook))
         handles.append(register_module_forward_hook(post_hook, with_kwargs=True))
         module.eval()
-        with torch.no_grad():
+        with torch.no_grad(), gc_paused():
             if full:
                 counter = OperatorCounter(mapping or None, owner=owner)
                 with counter:
@@ -674,15 +674,21 @@ def crawl_module(
         for sub, flag in flags:
             sub.training = flag
 
-    # Building thousands of small objects after the forward: pause the cyclic collector so
-    # the per-layer cost stays flat (its full passes grow with the live objects).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        built = _build(calls, mode, counter)
-    finally:
-        if collecting:
-            gc.enable()
+    with gc_paused():
+        return _assemble(module, mode, strict, calls, counter, call_args, call_kwargs)
+
+
+def _assemble(
+    module: nn.Module,
+    mode: Mode,
+    strict: bool,
+    calls: list[_Call],
+    counter: OperatorCounter | None,
+    call_args: tuple[Any, ...],
+    call_kwargs: dict[str, Any],
+) -> AnalysisReport:
+    """Turn the recorded calls and operator counts into the report (after the forward)."""
+    built = _build(calls, mode, counter)
     diagnostics = list(built.diagnostics)
     operator_report: FlopReport | None = None
     if counter is not None:

@@ -34,6 +34,7 @@ from ..report import (
     MetricResult,
     OperatorCount,
 )
+from ._gc import gc_paused
 from .op_formulas import CONVENTIONS, FORMULAS, IGNORED, RawFormula
 
 __all__ = [
@@ -596,9 +597,10 @@ def measure_flops(
     custom = classify_custom_mapping(custom_mapping)
     tracker = _ModuleStack()
     counter = OperatorCounter(custom, owner=tracker.current)
-    with tracker, counter:
-        workload()
-    report = counter.report(name=name, scope="workload", module_rollup=True)
+    with gc_paused():  # see _gc: keeps the per-module cost flat on large models
+        with tracker, counter:
+            workload()
+        report = counter.report(name=name, scope="workload", module_rollup=True)
     if strict and not report.total.is_complete:
         raise IncompleteAnalysisError(report, ["total"])
     return report
