@@ -224,6 +224,8 @@ class _Report(_Model):
 class ValueMeta(_Model):
     """Recursive description of a call's inputs or outputs: shapes and types, never values."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     kind: Literal["tensor", "tuple", "list", "dict", "none", "scalar", "other"]
     type_name: str | None = None
     shape: list[int] | None = None

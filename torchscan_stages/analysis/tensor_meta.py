@@ -6,6 +6,7 @@ forward has finished. Only metadata is kept (shape, dtype, device, requires_grad
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -51,8 +52,13 @@ def _name(value: torch.dtype | torch.device) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def to_value_meta(raw: RawMeta) -> ValueMeta:
-    """Build the wire model from a captured tuple."""
+    """Build the wire model from a captured tuple.
+
+    Cached: ValueMeta is frozen, and the same shapes recur across the layers of a model, so
+    equal captures share one instance instead of building thousands of equal objects.
+    """
     kind = raw[0]
     if kind == "tensor":
         _, shape, dtype, device, requires_grad = raw
