@@ -1,0 +1,46 @@
+"""A Hydra multirun over precision and threads: one report per job, one summary per sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchscan_stages.report import BenchmarkReport, load_report
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_multirun_writes_a_report_per_job_and_summarises_only_that_sweep(
+    tmp_path: Path,
+) -> None:
+    sweep_dir = tmp_path / "sweep"
+    stale = sweep_dir / "99" / "reports"
+    stale.mkdir(parents=True)
+    (stale / "latency.json").write_text("{}")  # an older job in the same folder
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "torchscan_stages.stages.latency", "-m",
+            "precision=fp32,bf16", "threads=1", "latency.warmup=0",
+            "latency.min_run_time=0.02", f"hydra.sweep.dir={sweep_dir}",
+        ],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    reports = sorted(sweep_dir.glob("[0-9]/reports/latency.json"))
+    assert len(reports) == 2  # 2 precisions x 1 thread count
+    loaded = [load_report(path) for path in reports]
+    assert all(isinstance(r, BenchmarkReport) for r in loaded)
+    precisions = {r.execution.precision for r in loaded}  # type: ignore[union-attr]
+    assert len(precisions) == 2, precisions
+    summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
+    assert sorted(row["job"] for row in summary["jobs"]) == ["0", "1"]  # not the stale "99"
+    html = (sweep_dir / "sweep_summary.html").read_text()
+    assert "<script" not in html and "Sweep" in html
