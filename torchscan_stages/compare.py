@@ -14,9 +14,9 @@ from typing import Any
 
 from .interleave import latency_verdict, ratio_of_medians, run_interleaved
 from .measure.devices import execution_record, is_synchronized, make_synchronize, resolve_device
-from .measure.latency import Clock, Workload
+from .measure.latency import Clock, Workload, latency_section
 from .measure.memory import measure_peak_memory
-from .measure.stats import quantile, relative_iqr, summarize
+from .measure.stats import quantile, relative_iqr
 from .provenance import build_provenance
 from .report import (
     AnalysisReport,
@@ -24,8 +24,6 @@ from .report import (
     BenchmarkReport,
     CheckResult,
     Diagnostic,
-    LatencySection,
-    LatencyStats,
     LayerChange,
     LayerKey,
     LayerRecord,
@@ -442,50 +440,6 @@ def _withhold(deltas: list[PerformanceDelta], check: CheckResult) -> list[Perfor
     ]
 
 
-def _latency_section(
-    blocks: list[float],
-    first_call: float,
-    *,
-    calls_per_block: int,
-    warmup_calls: int,
-    total_time: float,
-    work_units: float,
-    unit: str,
-    method: str,
-    synchronized: bool,
-    settings: dict[str, Any],
-) -> LatencySection:
-    stats = summarize(blocks)
-    scope = "warmed_block_average"
-    return LatencySection(
-        first_call=MetricResult.complete(first_call, unit="s", scope="first_call", method=method),
-        warmed=MetricResult.complete(stats.median, unit="s", scope=scope, method=method),
-        throughput=MetricResult.complete(
-            work_units / stats.median,
-            unit=f"{unit}/s",
-            scope=scope,
-            method="work_units_per_median_latency",
-        ),
-        stats=LatencyStats(
-            median=stats.median,
-            q1=stats.q1,
-            q3=stats.q3,
-            iqr=stats.iqr,
-            min=stats.min,
-            max=stats.max,
-            mean=stats.mean,
-            blocks=stats.count,
-            calls_per_block=calls_per_block,
-            warmup_calls=warmup_calls,
-            total_time_s=total_time,
-        ),
-        block_times_s=blocks,
-        timer="time.perf_counter",
-        synchronized=synchronized,
-        settings=settings,
-    )
-
-
 def compare_benchmarks(
     baseline: Workload | BenchmarkSource,
     candidate: Workload | BenchmarkSource,
@@ -670,25 +624,25 @@ def _compare_workloads(
                 f"({max_run_time} s); at least {judge.min_blocks} are needed for a verdict",
             )
         )
-    sections = []
-    for blocks, first, per_block in (
-        (run.baseline_blocks, base_first, run.baseline_calls_per_block),
-        (run.candidate_blocks, cand_first, run.candidate_calls_per_block),
-    ):
-        sections.append(
-            _latency_section(
-                blocks,
-                first,
-                calls_per_block=per_block,
-                warmup_calls=run.warmup_calls,
-                total_time=run.total_time_s,
-                work_units=work_units,
-                unit=unit,
-                method=method,
-                synchronized=is_synchronized(resolved),
-                settings=settings,
-            )
+    sides = [
+        latency_section(
+            blocks,
+            first,
+            work_units=work_units,
+            unit=unit,
+            synchronized=is_synchronized(resolved),
+            calls_per_block=per_block,
+            warmup_calls=run.warmup_calls,
+            total_time_s=run.total_time_s,
+            noise_threshold=judge.max_noise,
+            timer="time.perf_counter",
+            settings=settings,
         )
+        for blocks, first, per_block in (
+            (run.baseline_blocks, base_first, run.baseline_calls_per_block),
+            (run.candidate_blocks, cand_first, run.candidate_calls_per_block),
+        )
+    ]
     latency = _latency_delta(
         run.baseline_blocks, run.candidate_blocks, judge, paired=True, method=method
     )
@@ -714,7 +668,7 @@ def _compare_workloads(
             )
         )
     reports = []
-    for index, (section, name) in enumerate(zip(sections, names, strict=True)):
+    for index, ((section, side_diagnostics), name) in enumerate(zip(sides, names, strict=True)):
         side_calls = run.calls_made // 2 + 1
         reports.append(
             BenchmarkReport(
@@ -725,6 +679,7 @@ def _compare_workloads(
                 execution=execution_record(resolved, {"compare": side_calls}),
                 latency=section,
                 memory=memory_sections[index],
+                diagnostics=side_diagnostics,
             )
         )
     return BenchmarkComparison(

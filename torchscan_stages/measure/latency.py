@@ -273,69 +273,19 @@ def run_latency(
             stage_start = now
     total = read() - begin
 
-    stats = summarize(blocks)
-    diagnostics: list[Diagnostic] = []
-    rel = stats.relative_iqr
-    if rel > noise_threshold:
-        diagnostics.append(
-            Diagnostic(
-                code="latency_noisy",
-                severity="warning",
-                metric="latency.warmed",
-                message=(
-                    f"IQR/median of warmed block averages is {rel:.1%}, above the noise "
-                    f"threshold {noise_threshold:.1%} ({stats.count} blocks of {per_block} "
-                    "calls); other load, frequency scaling or a variable workload may dominate"
-                ),
-            )
-        )
-    method = "wall_clock_synchronized" if is_synchronized(device) else "wall_clock"
-    first = MetricResult.complete(first_call, unit="s", scope="first_call", method=method)
-    warmed = MetricResult.complete(
-        stats.median, unit="s", scope="warmed_block_average", method=method
-    )
-    if stats.median > 0:
-        throughput = MetricResult.complete(
-            work_units / stats.median,
-            unit=f"{unit}/s",
-            scope="warmed_block_average",
-            method="work_units_per_median_latency",
-        )
-    else:
-        throughput = MetricResult.unavailable(
-            unit=f"{unit}/s", scope="warmed_block_average", method="work_units_per_median_latency"
-        )
-        diagnostics.append(
-            Diagnostic(
-                code="latency_below_resolution",
-                metric="latency.throughput",
-                message="the warmed median is 0 s (below the clock's resolution); "
-                "throughput cannot be derived",
-            )
-        )
-    section = LatencySection(
-        first_call=first,
-        warmed=warmed,
-        throughput=throughput,
-        stats=LatencyStats(
-            median=stats.median,
-            q1=stats.q1,
-            q3=stats.q3,
-            iqr=stats.iqr,
-            min=stats.min,
-            max=stats.max,
-            mean=stats.mean,
-            blocks=stats.count,
-            calls_per_block=per_block,
-            warmup_calls=warmup_calls,
-            total_time_s=total,
-            relative_iqr=rel if math.isfinite(rel) else None,
-            calibration_calls=calibration.calls_made,
-            stop_reason=stop_reason,
-        ),
-        block_times_s=blocks,
-        timer="injected clock" if clock is not None else "time.perf_counter",
+    section, diagnostics = latency_section(
+        blocks,
+        first_call,
+        work_units=work_units,
+        unit=unit,
         synchronized=is_synchronized(device),
+        calls_per_block=per_block,
+        warmup_calls=warmup_calls,
+        total_time_s=total,
+        noise_threshold=noise_threshold,
+        timer="injected clock" if clock is not None else "time.perf_counter",
+        calibration_calls=calibration.calls_made,
+        stop_reason=stop_reason,
         settings={
             "warmup_s": warmup,
             "min_run_time_s": min_run_time,
@@ -354,6 +304,90 @@ def run_latency(
         },
     )
     return LatencyRun(section=section, diagnostics=diagnostics, calls=calls)
+
+
+def latency_section(
+    blocks: list[float],
+    first_call: float,
+    *,
+    work_units: float,
+    unit: str,
+    synchronized: bool,
+    calls_per_block: int,
+    warmup_calls: int,
+    total_time_s: float,
+    noise_threshold: float,
+    timer: str,
+    settings: dict[str, Any],
+    calibration_calls: int = 0,
+    stop_reason: str | None = None,
+) -> tuple[LatencySection, list[Diagnostic]]:
+    """The latency section (and its noise diagnostics) from raw per-call block averages.
+
+    Shared by measure_latency and the interleaved comparison so both report latency alike.
+    """
+    stats = summarize(blocks)
+    diagnostics: list[Diagnostic] = []
+    rel = stats.relative_iqr
+    if rel > noise_threshold:
+        diagnostics.append(
+            Diagnostic(
+                code="latency_noisy",
+                severity="warning",
+                metric="latency.warmed",
+                message=(
+                    f"IQR/median of warmed block averages is {rel:.1%}, above the noise "
+                    f"threshold {noise_threshold:.1%} ({stats.count} blocks of "
+                    f"{calls_per_block} calls); other load, frequency scaling or a variable "
+                    "workload may dominate"
+                ),
+            )
+        )
+    method = "wall_clock_synchronized" if synchronized else "wall_clock"
+    scope = "warmed_block_average"
+    throughput_method = "work_units_per_median_latency"
+    if stats.median > 0:
+        throughput = MetricResult.complete(
+            work_units / stats.median, unit=f"{unit}/s", scope=scope, method=throughput_method
+        )
+    else:
+        throughput = MetricResult.unavailable(
+            unit=f"{unit}/s", scope=scope, method=throughput_method
+        )
+        diagnostics.append(
+            Diagnostic(
+                code="latency_below_resolution",
+                metric="latency.throughput",
+                message="the warmed median is 0 s (below the clock's resolution); "
+                "throughput cannot be derived",
+            )
+        )
+    section = LatencySection(
+        first_call=MetricResult.complete(first_call, unit="s", scope="first_call", method=method),
+        warmed=MetricResult.complete(stats.median, unit="s", scope=scope, method=method),
+        throughput=throughput,
+        stats=LatencyStats(
+            median=stats.median,
+            q1=stats.q1,
+            q3=stats.q3,
+            iqr=stats.iqr,
+            min=stats.min,
+            max=stats.max,
+            mean=stats.mean,
+            blocks=stats.count,
+            calls_per_block=calls_per_block,
+            warmup_calls=warmup_calls,
+            total_time_s=total_time_s,
+            relative_iqr=rel if math.isfinite(rel) else None,
+            calibration_calls=calibration_calls,
+            stop_reason=stop_reason,
+        ),
+        block_times_s=blocks,
+        timer=timer,
+        synchronized=synchronized,
+        settings=settings,
+    )
+    return section, diagnostics
 
 
 def measure_latency(
