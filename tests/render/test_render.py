@@ -221,3 +221,15 @@ def test_big_report_size() -> None:
     size = len(html.encode("utf-8"))
     assert size < 5_000_000, f"{size:,} bytes"
     assert html.count('<div class="row">') + html.count('<summary class="row">') == 5000
+
+
+def test_profile_only_report_is_not_shown_unavailable() -> None:
+    full = samples.benchmark_report()
+    profile_only = full.model_copy(
+        update={"latency": None, "memory": None, "rss": None, "flops": None}
+    )
+    page = render_index([profile_only])
+    # the index names the pass it holds and shows the operators table as complete evidence
+    assert "Workload benchmark (profile)" in page
+    overview = page.split('<section id="overview">', 1)[1].split("</section>", 1)[0]
+    assert "complete" in overview and "unavailable" not in overview

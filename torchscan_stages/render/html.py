@@ -110,7 +110,24 @@ def _headlines(report: AnyReport) -> list[Headline]:
     return [Headline(f"{d.metric} candidate", d.candidate) for d in report.deltas[:3]]
 
 
+def _kind_label(report: AnyReport) -> str:
+    """The kind, and for workload evidence which passes it holds (latency, memory, ...)."""
+    label = _KIND_LABEL[report.kind]
+    if isinstance(report, BenchmarkReport):
+        passes = [
+            name
+            for name in ("latency", "memory", "rss", "profile", "flops")
+            if getattr(report, name) is not None
+        ]
+        if passes:
+            label += f" ({', '.join(passes)})"
+    return label
+
+
 def _status(report: AnyReport) -> Status:
+    if isinstance(report, BenchmarkReport) and not _headlines(report) and report.profile:
+        # a profile-only report has no headline number; its operators table is its evidence
+        return "complete" if report.profile.operators else "unavailable"
     if isinstance(report, ReportDiff):
         states = {d.status for d in report.totals.values()}
         if not states or states == {"unavailable"}:
@@ -160,7 +177,7 @@ def _section(report: AnyReport, prefix: str, *, level: int) -> Markup:
             p=prefix,
             h=level,
             title=_title(report),
-            kind_label=_KIND_LABEL[report.kind],
+            kind_label=_kind_label(report),
             status=_status(report),
             heads=_headlines(report),
             diag=diagnostics_view(report.diagnostics),
@@ -232,7 +249,7 @@ def render_index(
             IndexEntry(
                 anchor=f"{prefix}top",
                 kind=report.kind,
-                kind_label=_KIND_LABEL[report.kind],
+                kind_label=_kind_label(report),
                 title=_title(report),
                 status=_status(report),
                 heads=_headlines(report)[:3],
