@@ -105,3 +105,19 @@ def test_cuda_allocator_peaks_are_two_scopes() -> None:
     assert allocated.value >= base + 64 * MIB
     assert reserved.value >= allocated.value
     assert _result(report, "cpu_tracked_tensors").value == 0  # no CPU tensor was created
+
+
+def test_observes_the_grad_mode_the_workload_runs_under() -> None:
+    layer = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+
+    def inference() -> torch.Tensor:
+        with torch.no_grad():
+            return layer(x)
+
+    # the caller has grad on, the workload turns it off: the record says both
+    assert torch.is_grad_enabled()
+    report = measure_peak_memory(inference)
+    assert report.execution.grad_enabled is True
+    assert report.execution.workload_grad_enabled is False
+    assert measure_peak_memory(lambda: layer(x)).execution.workload_grad_enabled is True

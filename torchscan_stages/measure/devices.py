@@ -113,6 +113,7 @@ def execution_record(
     *,
     precision: str | None = None,
     training: bool | None = None,
+    workload_grad_enabled: bool | None = None,
 ) -> ExecutionRecord:
     """How the workload ran: device, threads and grad mode read now (never changed), calls."""
     return ExecutionRecord(
@@ -123,6 +124,7 @@ def execution_record(
         grad_enabled=torch.is_grad_enabled(),
         training=training,
         calls=dict(calls),
+        workload_grad_enabled=workload_grad_enabled,
     )
 
 

@@ -51,6 +51,7 @@ class TrackedTensorMemory(TorchDispatchMode):
         self.untracked: dict[str, int] = {}
         self._live: dict[int, tuple[weakref.ref[Any], int, str]] = {}
         self._seen_before: dict[int, weakref.ref[Any]] = {}
+        self.grad_modes: set[bool] = set()
 
     @staticmethod
     def _storage(tensor: torch.Tensor) -> Any | None:
@@ -109,6 +110,7 @@ class TrackedTensorMemory(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        self.grad_modes.add(torch.is_grad_enabled())
         for item in tree_flatten((args, kwargs))[0]:
             if isinstance(item, torch.Tensor):
                 self._note_input(item)
@@ -126,6 +128,7 @@ class MemoryRun:
     section: MemorySection
     diagnostics: list[Diagnostic] = field(default_factory=list)
     calls: int = 1
+    grad_enabled: bool | None = None  # grad mode the workload's operators ran under
 
 
 def _tracked_result(
@@ -213,7 +216,8 @@ def run_peak_memory(workload: Workload, device: torch.device) -> MemoryRun:
             )
         )
     section = MemorySection(results=results, baseline_bytes=baseline)
-    return MemoryRun(section=section, diagnostics=diagnostics, calls=1)
+    grad = (True in tracker.grad_modes) if tracker.grad_modes else None
+    return MemoryRun(section=section, diagnostics=diagnostics, calls=1, grad_enabled=grad)
 
 
 def measure_peak_memory(
@@ -231,7 +235,9 @@ def measure_peak_memory(
     return BenchmarkReport(
         provenance=build_provenance(),
         name=name,
-        execution=execution_record(resolved, {"memory": run.calls}),
+        execution=execution_record(
+            resolved, {"memory": run.calls}, workload_grad_enabled=run.grad_enabled
+        ),
         memory=run.section,
         diagnostics=run.diagnostics,
     )

@@ -83,13 +83,21 @@ def _line(label: str, result: MetricResult, extra: str = "") -> str:
     return f"  {marker:<13}{label:<28}{shown}  [{result.scope}; {result.method}]{tail}"
 
 
+def _grad_text(caller: bool, workload: bool | None) -> str:
+    """Grad mode as the workload's operators saw it, when a pass observed it."""
+    if workload is None:
+        return f"{'on' if caller else 'off'} (caller; the workload's own mode not observed)"
+    return f"{'on' if workload else 'off'} (observed in the workload)"
+
+
 def format_summary(report: BenchmarkReport) -> str:
     """A person-readable summary of a BenchmarkReport (never parse it: use the JSON)."""
     ex = report.execution
     lines = [
         f"BenchmarkReport {report.name or '(unnamed)'}: device {ex.device}, threads "
         f"{ex.num_threads} (interop {ex.num_interop_threads}), grad "
-        f"{'on' if ex.grad_enabled else 'off'}, precision {ex.precision or 'not declared'}, "
+        f"{_grad_text(ex.grad_enabled, ex.workload_grad_enabled)}, "
+        f"precision {ex.precision or 'not declared'}, "
         f"training {'not declared' if ex.training is None else ex.training}",
         f"  one call = {report.work_units:g} {report.unit}; workload calls per pass: "
         + (", ".join(f"{k}={v}" for k, v in ex.calls.items()) or "none"),
@@ -247,6 +255,7 @@ def measure_workload(
     calls: dict[str, int] = {}
     diagnostics: list[Diagnostic] = []
     report_parts: dict[str, Any] = {}
+    observed_grad: bool | None = None
 
     def note(message: str) -> None:
         if stream is not None:
@@ -272,6 +281,7 @@ def measure_workload(
             status = MARKERS[run.section.warmed.status]
         elif pass_name == "memory":
             mem = run_peak_memory(workload, resolved)
+            observed_grad = mem.grad_enabled
             report_parts["memory"] = mem.section
             diagnostics += mem.diagnostics
             calls["memory"] = mem.calls
@@ -307,7 +317,13 @@ def measure_workload(
         name=name,
         work_units=work_units,
         unit=unit,
-        execution=execution_record(resolved, calls, precision=precision, training=training),
+        execution=execution_record(
+            resolved,
+            calls,
+            precision=precision,
+            training=training,
+            workload_grad_enabled=observed_grad,
+        ),
         diagnostics=diagnostics,
         **report_parts,
     )

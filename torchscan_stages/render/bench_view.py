@@ -65,7 +65,13 @@ def benchmark_view(report: BenchmarkReport) -> BenchmarkView:
         ("device", ex.device),
         ("precision", pretty(ex.precision)),
         ("threads (intra-op / inter-op)", f"{ex.num_threads} / {ex.num_interop_threads}"),
-        ("gradients enabled", pretty(ex.grad_enabled)),
+        ("gradients enabled (caller)", pretty(ex.grad_enabled)),
+        (
+            "gradients enabled (inside the workload)",
+            "not observed"
+            if ex.workload_grad_enabled is None
+            else pretty(ex.workload_grad_enabled),
+        ),
         ("training mode", pretty(ex.training)),
         ("work per call", f"{thousands(report.work_units)} {report.unit}"),
     ]
