@@ -265,3 +265,34 @@ def test_check_one_optimisation_pipeline(repo: Path) -> None:
         "atol": 1.0e-5,
     }
     assert (folder / "reports" / "index.html").exists()
+
+
+def test_experiment_queue_runs_a_threads_grid(repo: Path) -> None:
+    """`dvc exp run --queue -S threads=1,2` queues one experiment per value (Hydra syntax)."""
+    # DVC recomposes params.yaml from conf/ for experiments: shrink the timing again here
+    tiny = ["latency.warmup=0", "latency.min_run_time=0.05", "compare.warmup=0"]
+    tiny += ["compare.min_run_time=0.05", "profile.row_limit=5"]
+    overrides = [arg for item in ["threads=1,2", *tiny] for arg in ("-S", item)]
+    queued = _sh(repo, "dvc", "exp", "run", "--queue", *overrides).stdout
+    assert queued.count("Queued experiment") == 2, queued
+    _sh(repo, "dvc", "queue", "start", "-j", "1")
+    deadline = time.monotonic() + 480
+    status = ""
+    while time.monotonic() < deadline:
+        status = _sh(repo, "dvc", "queue", "status").stdout
+        if not re.search(r"\b(Queued|Running)\b", status):
+            break
+        time.sleep(3)
+    assert status.count("Success") == 2, status
+    table = json.loads(_sh(repo, "dvc", "exp", "show", "--json").stdout)
+    threads = set()
+    for commit in table:
+        for experiment in commit.get("experiments") or []:
+            for revision in experiment.get("revs") or []:
+                data = revision.get("data") or {}
+                params = (data.get("params") or {}).get("params.yaml", {}).get("data", {})
+                metrics = (data.get("metrics") or {}).get("metrics/latency.json", {}).get("data")
+                if "threads" in params and metrics:
+                    threads.add(params["threads"])
+                    assert metrics["warmed_median_s"] > 0
+    assert threads == {1, 2}
