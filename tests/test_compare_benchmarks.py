@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+import torch
 
 from torchscan_stages.compare import compare_benchmarks
 from torchscan_stages.interleave import RatioEstimate, latency_verdict, ratio_of_medians
@@ -117,10 +118,27 @@ def test_saved_reports_from_different_devices_are_not_comparable() -> None:
     assert any(m.startswith("torch_version is different") for m in messages)
 
 
-def test_saved_reports_with_check_are_refused() -> None:
+def test_saved_reports_with_check_record_it_not_performed() -> None:
     base = measure_latency(_busy(1), min_run_time=0.05)
-    with pytest.raises(TypeError, match="cannot run on saved reports"):
-        compare_benchmarks(base, base, check=_always(True))
+    result = compare_benchmarks(base, base, check=_always(True))
+    assert (result.check.performed, result.check.passed) == (False, None)
+    assert "check_not_performed" in [d.code for d in result.diagnostics]
+
+
+def test_tensor_check_answers_and_infinite_tolerance() -> None:
+    base = torch.ones(3)
+
+    def check(a: object, b: object) -> dict[str, object]:
+        return {"passed": (base == base).all(), "tolerance": float("inf")}
+
+    result = compare_benchmarks(lambda: base, lambda: base, check=check, min_run_time=0.02)
+    assert result.check.passed is True  # a 0-dim bool tensor counts as True
+    assert result.check.tolerance == "inf"  # JSON has no infinity: kept as its repr
+    assert load_report(result.model_dump_json()) == result
+    plain = compare_benchmarks(
+        lambda: base, lambda: base, check=lambda a, b: (a == b).all(), min_run_time=0.02
+    )
+    assert plain.check.passed is True
 
 
 def test_ratio_of_medians_paired_bootstrap() -> None:

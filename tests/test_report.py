@@ -119,3 +119,20 @@ def test_incomplete_error_carries_report() -> None:
     error = IncompleteAnalysisError(report, ["total"])
     assert error.report is report
     assert "total" in str(error)
+
+
+@pytest.mark.parametrize("version", ["true", "1.0", '"1"'])
+def test_schema_version_must_be_the_integer(version: str) -> None:
+    with pytest.raises(ValueError, match="unsupported schema_version"):
+        load_report('{"kind": "flops", "schema_version": ' + version + "}")
+
+
+@pytest.mark.parametrize("value", ["3", True])
+def test_metric_numbers_are_not_coerced(value: object) -> None:
+    with pytest.raises(ValidationError):
+        MetricResult(status="complete", value=value, known_value=value, **FLOPS)
+
+
+def test_missing_path_object_is_a_value_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no report file"):
+        load_report(tmp_path / "missing.json")

@@ -6,6 +6,7 @@ complete. Anything else is carried as an incomplete delta, never as a number.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -13,7 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .interleave import latency_verdict, ratio_of_medians, run_interleaved
-from .measure.devices import execution_record, is_synchronized, make_synchronize, resolve_device
+from .measure.devices import (
+    execution_record,
+    is_synchronized,
+    make_synchronize,
+    resolve_device,
+    unsynchronized_accelerator,
+)
 from .measure.latency import Clock, Workload, latency_section
 from .measure.memory import measure_peak_memory
 from .measure.stats import quantile, relative_iqr
@@ -239,6 +246,7 @@ def _run_check(check: Check, base_out: Any, cand_out: Any) -> CheckResult:
         answer = check(base_out, cand_out)
     except Exception as error:  # the owner's code: any failure is a failed check
         return CheckResult(performed=True, passed=False, error=f"{type(error).__name__}: {error}")
+    answer = _plain_bool(answer)
     if isinstance(answer, bool):
         return CheckResult(performed=True, passed=answer)
     fields: Mapping[str, Any] | None = None
@@ -246,11 +254,12 @@ def _run_check(check: Check, base_out: Any, cand_out: Any) -> CheckResult:
         fields = answer
     elif hasattr(answer, "passed"):
         fields = {name: getattr(answer, name, None) for name in ("passed", "detail", "tolerance")}
-    if fields is not None and isinstance(fields.get("passed"), bool):
+    passed = _plain_bool(fields.get("passed")) if fields is not None else None
+    if fields is not None and isinstance(passed, bool):
         tolerance = fields.get("tolerance")
         return CheckResult(
             performed=True,
-            passed=fields["passed"],
+            passed=passed,
             detail=None if fields.get("detail") is None else str(fields["detail"]),
             tolerance=tolerance if _is_json_scalar_tree(tolerance) else repr(tolerance),
         )
@@ -264,7 +273,19 @@ def _run_check(check: Check, base_out: Any, cand_out: Any) -> CheckResult:
     )
 
 
+def _plain_bool(answer: Any) -> Any:
+    """A one-element boolean tensor or a numpy bool (e.g. ``(a == b).all()``) as a bool."""
+    dtype = getattr(answer, "dtype", None)
+    if dtype is None or getattr(answer, "ndim", None) != 0:
+        return answer
+    if str(dtype) in ("torch.bool", "bool"):
+        return bool(answer.item())
+    return answer
+
+
 def _is_json_scalar_tree(value: Any) -> bool:
+    if isinstance(value, float) and not math.isfinite(value):
+        return False  # JSON has no inf/nan: kept as its repr instead
     if value is None or isinstance(value, (bool, int, float, str)):
         return True
     if isinstance(value, (list, tuple)):
@@ -522,20 +543,25 @@ def compare_benchmarks(
             "compare_benchmarks needs two workloads or two saved BenchmarkReports, got a mix "
             f"({type(baseline).__name__} and {type(candidate).__name__})"
         )
-    if check is not None:
-        raise TypeError(
-            "compare_benchmarks(check=...) cannot run on saved reports (their outputs are not "
-            "kept); pass check=None: the check is then recorded as not performed"
-        )
     base_report = _as_benchmark(baseline, "baseline")
     cand_report = _as_benchmark(candidate, "candidate")
-    return _compare_saved(
+    comparison = _compare_saved(
         base_report,
         cand_report,
         judge=judge,
         settings=settings,
         names=(baseline_name, candidate_name),
     )
+    if check is not None:  # saved reports keep no outputs: the check cannot run
+        comparison.diagnostics.append(
+            Diagnostic(
+                code="check_not_performed",
+                severity="warning",
+                message="a check was passed, but saved reports keep no outputs, so it was not "
+                "run; compare the workloads themselves to check their outputs",
+            )
+        )
+    return comparison
 
 
 def _validate_judge(judge: _Judge) -> None:
@@ -615,6 +641,9 @@ def _compare_workloads(
         "unit": unit,
     }
     diagnostics: list[Diagnostic] = []
+    warning = unsynchronized_accelerator(resolved, "latency.warmed")
+    if warning is not None:
+        diagnostics.append(warning)
     if len(run.baseline_blocks) < judge.min_blocks:
         diagnostics.append(
             Diagnostic(

@@ -16,7 +16,15 @@ import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    model_validator,
+)
 
 SCHEMA_VERSION = 1
 
@@ -26,6 +34,8 @@ ReportKind: TypeAlias = Literal[
     "analysis", "flops", "benchmark", "report_diff", "benchmark_comparison"
 ]
 Number: TypeAlias = int | float
+# report numbers are never coerced: "3" or True is refused, not quietly turned into 3
+StrictNumber: TypeAlias = StrictInt | StrictFloat
 
 
 class _Model(BaseModel):
@@ -46,8 +56,8 @@ class MetricResult(_Model):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     status: Status
-    value: Number | None = None
-    known_value: Number | None = None
+    value: StrictNumber | None = None
+    known_value: StrictNumber | None = None
     unit: str
     scope: str
     method: str
@@ -562,6 +572,8 @@ def _read_source(path_or_text: str | os.PathLike[str] | bytes) -> tuple[str, str
         return path_or_text.decode("utf-8"), "<bytes>"
     if isinstance(path_or_text, os.PathLike):
         path = Path(path_or_text)
+        if not path.is_file():
+            raise ValueError(f"load_report: no report file at {str(path)!r}")
         return path.read_text(encoding="utf-8"), str(path)
     text = str(path_or_text)
     if text.lstrip().startswith(("{", "[")):
@@ -593,7 +605,7 @@ def load_report(
             f"{where}: unknown report kind {kind!r}; expected one of {sorted(REPORT_TYPES)}"
         )
     version = document["schema_version"]
-    if version != SCHEMA_VERSION:
+    if type(version) is not int or version != SCHEMA_VERSION:
         raise ValueError(
             f"{where}: unsupported schema_version {version!r} for kind {kind!r}; "
             f"this version of torchscan_stages reads schema_version {SCHEMA_VERSION}"

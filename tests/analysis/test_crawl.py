@@ -379,3 +379,12 @@ def test_subclass_resolves_through_mro() -> None:
     report = crawl_module(MyLinear(4, 2), (4,))
     # 2*8 + 2 = 18
     assert report.layers[0].metrics.module_flops.value == 18
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_absent_device_is_a_clear_value_error() -> None:
+    model = nn.Linear(3, 3)
+    with pytest.raises(ValueError, match=r"device='cuda' was requested but CUDA is not available"):
+        crawl_module(model, (3,), device="cuda")
+    with pytest.raises(ValueError, match="not a valid torch device"):
+        crawl_module(model, (3,), device="warp-drive")

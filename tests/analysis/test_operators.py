@@ -240,3 +240,15 @@ def test_training_step_is_complete() -> None:
     assert report.total.value == sum(op.flops.value or 0 for op in report.by_operator.values())
     # forward addmm 48 + backward mm 48 + bias grad sum 2*3 = 6, attributed to the Linear
     assert report.by_module["Linear"].value == 102
+
+
+def test_fractional_custom_formula_is_uncounted_not_truncated() -> None:
+    layer = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    report = measure_flops(
+        lambda: layer(x), custom_mapping={torch.ops.aten.addmm: lambda *a, **k: 2.5}
+    )
+    # 2.5 FLOPs cannot be right: the op becomes uncounted (partial), never a complete 2
+    assert report.total.status == "partial"
+    messages = [d.message for d in report.diagnostics if d.code == "uncounted_operator"]
+    assert any("fractional count 2.5" in m for m in messages), messages

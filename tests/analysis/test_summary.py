@@ -7,12 +7,13 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 import torch
 from torch import nn
 
 from torchscan_stages.analysis.summary import format_metric, summary
 from torchscan_stages.commands.summary import main
-from torchscan_stages.report import MetricResult, load_report
+from torchscan_stages.report import IncompleteAnalysisError, MetricResult, load_report
 
 GOLDEN = Path(__file__).parent / "golden" / "summary_cnn.txt"
 
@@ -66,3 +67,24 @@ def test_command_writes_report(tmp_path: Path, capsys: object) -> None:
     report = load_report(target)
     assert report.kind == "analysis" and report.mode == "structure"
     assert json.loads(target.read_text())["model_type"] == "SmallResNet"
+
+
+def test_collapsed_containers_show_the_parameters_they_hold() -> None:
+    inner = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
+    model = nn.Sequential(inner, nn.Flatten(), nn.Linear(144, 2))
+    out = io.StringIO()
+    summary(model, (3, 8, 8), max_depth=1, file=out)
+    row = next(line for line in out.getvalue().splitlines() if line.startswith("  0 "))
+    # the folded Sequential holds the conv: 4*3*3*3 weights + 4 biases = 112
+    assert " 112 " in row
+
+
+def test_strict_still_prints_the_table_before_raising() -> None:
+    class Leaf(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 2  # arithmetic with no handler: incomplete
+
+    out = io.StringIO()
+    with pytest.raises(IncompleteAnalysisError):
+        summary(nn.Sequential(nn.Linear(3, 3), Leaf()), (3,), strict=True, file=out)
+    assert "Leaf" in out.getvalue() and "unsupported_module" in out.getvalue()

@@ -193,3 +193,10 @@ def test_cuda_timing_is_synchronized() -> None:
     # unsynchronised (launch-only) time would be far below this bound
     assert lat.warmed.value is not None and lat.warmed.value > 1e-5
     assert report.execution.device.startswith("cuda:")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+def test_cuda_work_timed_as_cpu_is_flagged() -> None:
+    x = torch.randn(256, 256, device="cuda")
+    report = measure_latency(lambda: x @ x, min_run_time=0.01)  # device=None: the CPU
+    assert "accelerator_not_synchronized" in [d.code for d in report.diagnostics]

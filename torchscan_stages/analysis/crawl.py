@@ -23,6 +23,7 @@ from torch.nn.modules.module import (
 )
 from torch.utils._python_dispatch import _disable_current_modes
 
+from ..measure.devices import resolve_device
 from ..provenance import build_provenance
 from ..report import (
     AnalysisReport,
@@ -151,10 +152,8 @@ def _generate_inputs(
         dtypes = list(dtype)
     else:
         raise TypeError(f"dtype must be a torch.dtype or a list of them, got {dtype!r}")
-    try:
-        target = torch.device(device) if device is not None else default_device
-    except (RuntimeError, TypeError) as error:
-        raise ValueError(f"device {device!r} is not a valid torch device: {error}") from error
+    # an absent device (cuda without a GPU) is a clear ValueError naming `device`
+    target = resolve_device(device) if device is not None else default_device
     generator = torch.Generator().manual_seed(0)
     inputs = []
     for shape, item in zip(shapes, dtypes, strict=False):

@@ -212,6 +212,23 @@ class _CountingMode(TorchDispatchMode):
         return out
 
 
+def _whole_flops(value: Any) -> int:
+    """A formula's answer as an int; a fractional or non-numeric answer is a broken formula.
+
+    Truncating 2.5 to 2 would report a wrong number as complete; refusing it makes the
+    operator uncounted with the formula's problem in the diagnostic instead.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if hasattr(value, "__index__"):  # numpy / torch integer scalars
+            return int(value.__index__())
+        raise _FormulaError(f"returned {type(value).__name__} {value!r}, expected an int")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise _FormulaError(f"returned a fractional count {value!r}, expected an int")
+        return int(value)
+    return value
+
+
 class OperatorCounter:
     """Count operator FLOPs of everything dispatched inside ``with counter:``.
 
@@ -310,8 +327,7 @@ class OperatorCounter:
         if kind == _COUNTED:
             assert formula is not None
             try:
-                flops = formula(args, kwargs, out)
-                flops = int(flops)
+                flops = _whole_flops(formula(args, kwargs, out))
                 if flops < 0:
                     raise _FormulaError(f"negative FLOPs ({flops})")
             except Exception as error:  # a broken formula must not break the workload

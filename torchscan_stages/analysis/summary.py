@@ -13,7 +13,7 @@ from typing import Any, TextIO
 import torch
 from torch import nn
 
-from ..report import AnalysisReport, MetricResult
+from ..report import AnalysisReport, IncompleteAnalysisError, MetricResult
 from .crawl import Mode, crawl_module
 from .handlers import ModuleHandler
 from .tensor_meta import describe_shape
@@ -42,16 +42,37 @@ def format_metric(result: MetricResult) -> str:
     return "n/a"
 
 
+def subtree_parameters(report: AnalysisReport) -> dict[str, int]:
+    """Parameters of each module path including its submodules, each tensor counted once.
+
+    Containers show what they hold even when their children are folded away by max_depth.
+    """
+    own: dict[str, int] = {}
+    for layer in report.layers:
+        if layer.path not in own:
+            own[layer.path] = layer.params.parameters - layer.params.shared_parameters
+    totals: dict[str, int] = dict.fromkeys(own, 0)
+    for path, count in own.items():
+        parts = path.split(".") if path else []
+        for depth in range(len(parts) + 1):
+            ancestor = ".".join(parts[:depth])
+            if ancestor in totals:
+                totals[ancestor] += count
+    return totals
+
+
 def format_table(report: AnalysisReport, max_depth: int | None = None) -> str:
     """The summary table, totals and diagnostics of a report as plain text."""
     rows: list[tuple[str, ...]] = []
+    held = subtree_parameters(report)
     for layer in report.layers:
         if max_depth is not None and layer.depth > max_depth:
             continue
         label = "  " * layer.depth + (layer.name or report.model_type)
         if layer.call_index:
             label += f" (call {layer.call_index})"
-        params = _number(layer.params.parameters) if layer.params.parameters else "-"
+        count = layer.params.parameters if layer.is_leaf else held.get(layer.path, 0)
+        params = _number(count) if count else "-"
         if layer.params.shared_parameters:
             params += " (shared)"
         m = layer.metrics
@@ -115,22 +136,32 @@ def summary(
     max_depth: int | None = None,
     file: TextIO | None = None,
 ) -> AnalysisReport:
-    """Print the cost table of one forward call and return its AnalysisReport."""
+    """Print the cost table of one forward call and return its AnalysisReport.
+
+    Under ``strict=True`` an incomplete analysis still prints its table (with the partial
+    markers and diagnostics a person needs) before IncompleteAnalysisError is raised.
+    """
     if max_depth is not None and (
         isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0
     ):
         raise ValueError(f"max_depth must be a non-negative int or None, got {max_depth!r}")
-    report = crawl_module(
-        module,
-        input_shape,
-        args=args,
-        kwargs=kwargs,
-        dtype=dtype,
-        device=device,
-        mode=mode,
-        strict=strict,
-        custom_mapping=custom_mapping,
-        custom_modules=custom_modules,
-    )
-    print(format_table(report, max_depth), end="", file=file if file is not None else sys.stdout)
+    out = file if file is not None else sys.stdout
+    try:
+        report = crawl_module(
+            module,
+            input_shape,
+            args=args,
+            kwargs=kwargs,
+            dtype=dtype,
+            device=device,
+            mode=mode,
+            strict=strict,
+            custom_mapping=custom_mapping,
+            custom_modules=custom_modules,
+        )
+    except IncompleteAnalysisError as error:
+        if isinstance(error.report, AnalysisReport):
+            print(format_table(error.report, max_depth), end="", file=out)
+        raise
+    print(format_table(report, max_depth), end="", file=out)
     return report

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..report import ExecutionRecord
+from ..report import Diagnostic, ExecutionRecord
 
 SUPPORTED_DEVICE_TYPES = ("cpu", "cuda", "mps")
 
@@ -100,6 +100,24 @@ def make_synchronize(device: torch.device) -> Callable[[], None]:
         return None
 
     return _sync_cpu
+
+
+def unsynchronized_accelerator(device: torch.device, metric: str) -> Diagnostic | None:
+    """A warning when the workload used CUDA but timing was told the CPU (device=None).
+
+    CUDA kernels run asynchronously: without device="cuda" only their launches are timed.
+    Checked after the workload ran (CUDA initialised in this process); never changes device.
+    """
+    if device.type != "cpu" or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    return Diagnostic(
+        code="accelerator_not_synchronized",
+        severity="warning",
+        metric=metric,
+        message="CUDA is in use in this process but the measurement device is the CPU "
+        "(device=None): asynchronous CUDA work was not synchronised inside the timed region, "
+        "so GPU time may be missing; pass device='cuda'",
+    )
 
 
 def is_synchronized(device: torch.device) -> bool:

@@ -38,6 +38,7 @@ from .devices import (
     is_synchronized,
     make_synchronize,
     resolve_device,
+    unsynchronized_accelerator,
 )
 from .stats import relative_iqr, summarize
 
@@ -303,6 +304,9 @@ def run_latency(
             "unit": unit,
         },
     )
+    warning = unsynchronized_accelerator(device, "latency.warmed")
+    if warning is not None:
+        diagnostics.append(warning)
     return LatencyRun(section=section, diagnostics=diagnostics, calls=calls)
 
 

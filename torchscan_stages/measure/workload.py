@@ -141,8 +141,6 @@ def format_summary(report: BenchmarkReport) -> str:
         for phase in rss.phases:
             lines.append(_line(f"  phase {phase.name}", phase.peak_rss))
     diagnostics = list(report.diagnostics)
-    if report.flops is not None:
-        diagnostics += report.flops.diagnostics
     if diagnostics:
         lines.append("  diagnostics:")
         for diagnostic in diagnostics:
@@ -288,12 +286,9 @@ def measure_workload(
             status = " ".join(MARKERS[r.status] for r in mem.section.results)
         elif pass_name == "flops":
             flop_report = _run_flops(workload, diagnostics)
-            if flop_report is not None:
-                report_parts["flops"] = flop_report
-                calls["flops"] = flop_report.workload_calls
-                status = MARKERS[flop_report.total.status]
-            else:
-                status = MARKERS["unavailable"]
+            report_parts["flops"] = flop_report
+            calls["flops"] = flop_report.workload_calls
+            status = MARKERS[flop_report.total.status]
         elif pass_name == "profile":
             prof = run_profile(
                 workload, resolved, row_limit=profile_row_limit, trace_path=profile_trace_path
@@ -332,22 +327,17 @@ def measure_workload(
     return report
 
 
-def _run_flops(workload: Workload, diagnostics: list[Diagnostic]) -> FlopReport | None:
-    """Operator FLOPs via the analysis package, imported only when this pass runs."""
-    try:
-        from ..analysis.operators import measure_flops
-    except ImportError as error:
-        diagnostics.append(
-            Diagnostic(
-                code="flops_pass_unavailable",
-                severity="error",
-                metric="flops",
-                message=f"operator FLOP counting could not be imported ({error}); no FLOPs "
-                "were measured",
-            )
-        )
-        return None
-    return measure_flops(workload)
+def _run_flops(workload: Workload, diagnostics: list[Diagnostic]) -> FlopReport:
+    """Operator FLOPs via the analysis package, imported only when this pass runs.
+
+    Its diagnostics (uncounted operators) join the report's own list, so status and
+    diagnostics stay together wherever the report is read.
+    """
+    from ..analysis.operators import measure_flops
+
+    report = measure_flops(workload)
+    diagnostics += report.diagnostics
+    return report
 
 
 __all__ = ["format_summary", "measure_workload"]
