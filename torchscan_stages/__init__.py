@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from .analysis.handlers import ModuleHandler
     from .analysis.operators import measure_flops
     from .analysis.summary import summary
-    from .compare import compare_benchmarks, compare_reports
+    from .benchmark_compare import compare_benchmarks
+    from .compare import compare_reports
     from .measure.latency import measure_latency
     from .measure.memory import measure_peak_memory
     from .measure.profile import profile_workload
@@ -46,7 +47,7 @@ _PUBLIC: dict[str, str] = {
     "profile_workload": ".measure.profile",
     "measure_workload": ".measure.workload",
     "compare_reports": ".compare",
-    "compare_benchmarks": ".compare",
+    "compare_benchmarks": ".benchmark_compare",
     "render_report": ".render",
     "load_report": ".report",
     "AnalysisReport": ".report",
