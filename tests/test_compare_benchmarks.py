@@ -165,3 +165,34 @@ def test_ratio_of_medians_paired_bootstrap() -> None:
 def test_latency_verdicts(ratio: float, low: float, high: float, verdict: str) -> None:
     estimate = RatioEstimate(ratio, low, high, 0.95, 1000, True)
     assert latency_verdict(estimate, min_effect=0.05)[0] == verdict
+
+
+def test_flop_and_memory_deltas_use_complete_values_of_one_scope() -> None:
+    small, large = torch.randn(8, 8), torch.randn(16, 16)
+    result = compare_benchmarks(
+        lambda: small @ small,
+        lambda: large @ large,
+        check=_always(True),
+        min_run_time=0.02,
+        memory=True,
+        flops=True,
+    )
+    by_metric = {d.metric: d for d in result.deltas}
+    flops = by_metric["flops.workload"]
+    # mm FLOPs: 2 * 8^3 = 1024 vs 2 * 16^3 = 8192 -> ratio 8
+    assert (flops.baseline.value, flops.candidate.value) == (1024, 8192)
+    assert (flops.ratio, flops.verdict) == (8.0, "increased")
+    memory = by_metric["memory.cpu_tracked_tensors"]
+    # output tensors: 8*8*4 = 256 bytes vs 16*16*4 = 1024 bytes -> ratio 4
+    assert (memory.baseline.value, memory.candidate.value, memory.ratio) == (256, 1024, 4.0)
+    assert result.candidate is not None and result.candidate.flops is not None
+
+
+def test_saved_reports_compare_their_flops() -> None:
+    from torchscan_stages.measure.workload import measure_workload
+
+    small, large = torch.randn(8, 8), torch.randn(16, 16)
+    base = measure_workload(lambda: small @ small, latency=False, memory=False, progress=False)
+    cand = measure_workload(lambda: large @ large, latency=False, memory=False, progress=False)
+    result = compare_benchmarks(base, cand)
+    assert [(d.metric, d.ratio) for d in result.deltas] == [("flops.workload", 8.0)]

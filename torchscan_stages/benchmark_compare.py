@@ -31,6 +31,7 @@ from .report import (
     BenchmarkReport,
     CheckResult,
     Diagnostic,
+    FlopReport,
     MemorySection,
     MetricResult,
     PerformanceDelta,
@@ -222,15 +223,21 @@ def _first_call_delta(base: float, cand: float, method: str) -> PerformanceDelta
     )
 
 
-def _memory_deltas(
-    baseline: MemorySection | None, candidate: MemorySection | None, *, min_effect: float
+def _count_deltas(
+    prefix: str,
+    baseline: list[MetricResult],
+    candidate: list[MetricResult],
+    *,
+    min_effect: float,
 ) -> list[PerformanceDelta]:
-    """Peak-memory deltas per scope; only complete values of one scope and method compare."""
-    if baseline is None or candidate is None:
-        return []
+    """Deltas of single deterministic measurements (peak memory per scope, operator FLOPs).
+
+    Only results of the same scope and method are paired, and a ratio is formed only when
+    both are complete; anything else is ``inconclusive`` with the reason.
+    """
     deltas: list[PerformanceDelta] = []
-    for base in baseline.results:
-        match = [c for c in candidate.results if (c.scope, c.method) == (base.scope, base.method)]
+    for base in baseline:
+        match = [c for c in candidate if (c.scope, c.method) == (base.scope, base.method)]
         if not match:
             continue
         cand = match[0]
@@ -240,7 +247,7 @@ def _memory_deltas(
             assert base.value is not None and cand.value is not None
             ratio = cand.value / base.value if base.value > 0 else None
             if ratio is None:
-                verdict, reason = "inconclusive", "baseline peak is 0 bytes"
+                verdict, reason = "inconclusive", f"baseline is 0 {base.unit}"
             elif abs(ratio - 1.0) <= min_effect:
                 verdict, reason = "no_difference", f"within the minimum effect {min_effect:.1%}"
             else:
@@ -248,7 +255,7 @@ def _memory_deltas(
                 reason = "single deterministic measurement per side"
         deltas.append(
             PerformanceDelta(
-                metric=f"memory.{base.scope}",
+                metric=f"{prefix}.{base.scope}",
                 unit=base.unit,
                 scope=base.scope,
                 method=base.method,
@@ -260,6 +267,24 @@ def _memory_deltas(
             )
         )
     return deltas
+
+
+def _memory_deltas(
+    baseline: MemorySection | None, candidate: MemorySection | None, *, min_effect: float
+) -> list[PerformanceDelta]:
+    """Peak-memory deltas per scope (never across scopes)."""
+    if baseline is None or candidate is None:
+        return []
+    return _count_deltas("memory", baseline.results, candidate.results, min_effect=min_effect)
+
+
+def _flop_deltas(
+    baseline: FlopReport | None, candidate: FlopReport | None, *, min_effect: float
+) -> list[PerformanceDelta]:
+    """Operator-FLOP delta of one call (same scope and method only)."""
+    if baseline is None or candidate is None:
+        return []
+    return _count_deltas("flops", [baseline.total], [candidate.total], min_effect=min_effect)
 
 
 def _withhold(deltas: list[PerformanceDelta], check: CheckResult) -> list[PerformanceDelta]:
@@ -293,6 +318,7 @@ def compare_benchmarks(
     confidence: float = DEFAULT_CONFIDENCE,
     resamples: int = DEFAULT_RESAMPLES,
     memory: bool = False,
+    flops: bool = False,
     device: str | Any | None = None,
     baseline_name: str | None = None,
     candidate_name: str | None = None,
@@ -308,7 +334,9 @@ def compare_benchmarks(
     counts as faster or slower; when either side's IQR/median exceeds ``max_noise`` (default
     5%) the verdict is ``inconclusive``: a noisy machine gives no verdict rather than a wrong
     one. ``ci_floor`` (default 0.5%) is the smallest relative half-width of an interval:
-    blocks of one run do not show run-to-run variation.
+    blocks of one run do not show run-to-run variation. ``memory=True`` and ``flops=True``
+    add peak-memory (per scope) and operator-FLOP deltas, each from one separate
+    instrumented call per side.
     """
     judge = _Judge(
         min_effect=min_effect,
@@ -349,6 +377,7 @@ def compare_benchmarks(
             max_run_time=max_run_time,
             judge=judge,
             memory=memory,
+            flops=flops,
             device=device,
             settings=settings,
             names=(baseline_name, candidate_name),
@@ -422,6 +451,7 @@ def _compare_workloads(
     max_run_time: float,
     judge: _Judge,
     memory: bool,
+    flops: bool,
     device: Any,
     settings: dict[str, Any],
     names: tuple[str | None, str | None],
@@ -502,6 +532,12 @@ def _compare_workloads(
             measure_peak_memory(candidate, device=resolved).memory,
         ]
         deltas += _memory_deltas(*memory_sections, min_effect=judge.min_effect)
+    flop_reports: list[FlopReport | None] = [None, None]
+    if flops:  # a separate instrumented call per side, never during timing
+        from .analysis.operators import measure_flops
+
+        flop_reports = [measure_flops(baseline), measure_flops(candidate)]
+        deltas += _flop_deltas(*flop_reports, min_effect=judge.min_effect)
     if check_result.passed is False:
         deltas = _withhold(deltas, check_result)
         diagnostics.append(
@@ -523,6 +559,7 @@ def _compare_workloads(
                 execution=execution_record(resolved, {"compare": side_calls}),
                 latency=section,
                 memory=memory_sections[index],
+                flops=flop_reports[index],
                 diagnostics=side_diagnostics,
             )
         )
@@ -598,6 +635,7 @@ def _compare_saved(
                 )
             )
     deltas += _memory_deltas(base.memory, cand.memory, min_effect=judge.min_effect)
+    deltas += _flop_deltas(base.flops, cand.flops, min_effect=judge.min_effect)
     if differences:
         reason = "; ".join(differences)
         deltas = [
