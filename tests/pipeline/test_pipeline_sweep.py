@@ -44,3 +44,28 @@ def test_multirun_writes_a_report_per_job_and_summarises_only_that_sweep(
     assert sorted(row["job"] for row in summary["jobs"]) == ["0", "1"]  # not the stale "99"
     html = (sweep_dir / "sweep_summary.html").read_text()
     assert "<script" not in html and "Sweep" in html
+
+
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+        ["hydra/launcher=submitit_local"],  # the SLURM launcher's local executor
+    ],
+    ids=["joblib", "submitit_local"],
+)
+def test_sweep_through_launcher_plugins(tmp_path: Path, launcher: list[str]) -> None:
+    sweep_dir = tmp_path / "sweep"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "torchscan_stages.stages.crawl", "-m", *launcher,
+            "threads=1,2", f"hydra.sweep.dir={sweep_dir}",
+        ],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    reports = sorted(sweep_dir.glob("[0-9]/reports/crawl.json"))
+    assert [load_report(path).kind for path in reports] == ["analysis", "analysis"]
+    summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
+    assert sorted((row["job"], row["threads"]) for row in summary["jobs"]) == [("0", 1), ("1", 2)]
