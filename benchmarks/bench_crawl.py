@@ -13,54 +13,10 @@ import time
 from collections.abc import Callable
 
 import torch
+from models import resnet50_shaped, transformer_encoder  # benchmarks/models.py: one model set
 from torch import nn
 
 from torchscan_stages.analysis.crawl import crawl_module
-
-
-class Bottleneck(nn.Module):
-    def __init__(self, cin: int, width: int, stride: int) -> None:
-        super().__init__()
-        cout = width * 4
-        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(width)
-        self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(width)
-        self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
-        self.bn3 = nn.BatchNorm2d(cout)
-        self.relu = nn.ReLU(inplace=True)
-        self.down = (
-            nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-            if stride != 1 or cin != cout
-            else None
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        idt = x if self.down is None else self.down(x)
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.relu(self.bn2(self.conv2(out)))
-        return self.relu(self.bn3(self.conv3(out)) + idt)
-
-
-def resnet50_shaped() -> nn.Module:
-    layers: list[nn.Module] = [
-        nn.Conv2d(3, 64, 7, 2, 3, bias=False),
-        nn.BatchNorm2d(64),
-        nn.ReLU(inplace=True),
-        nn.MaxPool2d(3, 2, 1),
-    ]
-    cin = 64
-    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
-        for i in range(blocks):
-            layers.append(Bottleneck(cin, width, stride if i == 0 else 1))
-            cin = width * 4
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 1000)]
-    return nn.Sequential(*layers)
-
-
-def transformer4() -> nn.Module:
-    layer = nn.TransformerEncoderLayer(256, 8, 1024, dropout=0.0, batch_first=True)
-    return nn.TransformerEncoder(layer, 4, enable_nested_tensor=False)
 
 
 def deep_mlp(n: int) -> nn.Module:
@@ -100,7 +56,7 @@ def main() -> None:
     repeats = 3 if options.quick else 7
     torch.set_num_threads(1)
     overhead("resnet50-shaped 224", resnet50_shaped(), torch.randn(1, 3, 224, 224), repeats)
-    overhead("transformer 4x256 L128", transformer4(), torch.randn(1, 128, 256), repeats)
+    overhead("transformer 4x256 L128", transformer_encoder(), torch.randn(1, 128, 256), repeats)
     x = torch.randn(1, 16)
     for n in (100, 1000, 5000):
         model = deep_mlp(n)
