@@ -23,5 +23,5 @@ def test_page_code_runs(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.chdir(tmp_path)  # pages that write reports write them here
     namespace: dict[str, object] = {"__name__": f"docs_{Path(page).stem}"}
     for number, code in enumerate(blocks, 1):
-        exec(compile(code, f"{page}[block {number}]", "exec"), namespace)  # noqa: S102
+        exec(compile(code, f"{page}[block {number}]", "exec"), namespace)
     assert os.getcwd() == str(tmp_path)
