@@ -149,10 +149,6 @@ def set_run_context(run: RunContext | None) -> None:
     _current_run = run
 
 
-def current_run_context() -> RunContext | None:
-    return _current_run
-
-
 def build_provenance(run: RunContext | None = None, *, include_runtime: bool = True) -> Provenance:
     """Provenance for a new report. ``run`` defaults to the context set by the pipeline."""
     info = environment_info()

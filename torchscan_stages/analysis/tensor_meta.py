@@ -83,19 +83,6 @@ def _build(**fields: Any) -> ValueMeta:
     return ValueMeta.model_construct(**fields)
 
 
-def primary_shape(meta: ValueMeta | None) -> list[int] | None:
-    """Shape of the first tensor in a ValueMeta, depth first (for tables)."""
-    if meta is None:
-        return None
-    if meta.kind == "tensor":
-        return meta.shape
-    for item in meta.items or []:
-        shape = primary_shape(item)
-        if shape is not None:
-            return shape
-    return None
-
-
 def describe_shape(meta: ValueMeta | None) -> str:
     """Short text for a table cell: [1, 16, 32, 32], tuples as (a, b), '-' when none."""
     if meta is None:
