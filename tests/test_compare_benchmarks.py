@@ -88,6 +88,28 @@ def test_ci_floor_must_stay_below_min_effect() -> None:
         compare_benchmarks(_busy(1), _busy(1), check=_always(True), ci_floor=0.05)
 
 
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"work_units": -1}, "work_units must be a finite number > 0"),
+        ({"min_run_time": -2.0}, "min_run_time must be finite"),
+        ({"unit": ""}, "unit must be a non-empty string"),
+    ],
+)
+def test_bad_timing_options_are_refused_before_any_call(
+    option: dict[str, object], message: str
+) -> None:
+    calls: list[str] = []
+    with pytest.raises((TypeError, ValueError), match=message):
+        compare_benchmarks(
+            lambda: calls.append("base"),
+            lambda: calls.append("cand"),
+            check=_always(True),
+            **option,  # type: ignore[arg-type]
+        )
+    assert calls == []  # neither workload ran
+
+
 def test_check_is_required_for_workloads() -> None:
     with pytest.raises(TypeError, match=r"check=\.\.\.\) is required"):
         compare_benchmarks(_busy(1), _busy(1))

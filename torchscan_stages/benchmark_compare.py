@@ -22,7 +22,13 @@ from .measure.devices import (
     resolve_device,
     unsynchronized_accelerator,
 )
-from .measure.latency import Clock, Workload, latency_section
+from .measure.latency import (
+    DEFAULT_TARGET_RELATIVE_IQR,
+    Clock,
+    Workload,
+    latency_section,
+    validate_latency_options,
+)
 from .measure.memory import measure_peak_memory
 from .measure.stats import quantile, relative_iqr
 from .provenance import build_provenance
@@ -366,6 +372,19 @@ def compare_benchmarks(
             )
         if not callable(check):
             raise TypeError(f"check must be callable(base_out, cand_out), got {check!r}")
+        # the same argument checks as measure_latency, before either workload runs
+        validate_latency_options(
+            work_units=work_units,
+            unit=unit,
+            warmup=warmup,
+            min_run_time=min_run_time,
+            max_run_time=max_run_time,
+            min_block_time=DEFAULT_MIN_BLOCK_TIME_S,
+            min_blocks=min_blocks,
+            target_relative_iqr=DEFAULT_TARGET_RELATIVE_IQR,
+            noise_threshold=max_noise,
+            clock=None,
+        )
         return _compare_workloads(
             baseline,
             candidate,
