@@ -6,57 +6,38 @@ import subprocess
 import sys
 from pathlib import Path
 
-from torchscan_stages.measure.stats import summarize
+from torchscan_stages.measure.latency import latency_section
 from torchscan_stages.provenance import build_provenance
 from torchscan_stages.report import (
     BenchmarkComparison,
     BenchmarkReport,
     CheckResult,
     ExecutionRecord,
-    LatencySection,
-    LatencyStats,
-    MetricResult,
 )
 
 
 def _report(blocks: list[float], name: str) -> BenchmarkReport:
     """A saved latency report with given raw block times (seconds per call)."""
-    stats = summarize(blocks)
-    method, scope = "wall_clock", "warmed_block_average"
+    section, _ = latency_section(
+        blocks,
+        blocks[0],
+        work_units=1,
+        unit="calls",
+        synchronized=False,
+        calls_per_block=10,
+        warmup_calls=5,
+        total_time_s=1.0,
+        noise_threshold=0.05,
+        timer="time.perf_counter",
+        settings={},
+    )
     return BenchmarkReport(
         provenance=build_provenance(),
         name=name,
         execution=ExecutionRecord(
             device="cpu", num_threads=1, num_interop_threads=1, grad_enabled=False
         ),
-        latency=LatencySection(
-            first_call=MetricResult.complete(
-                blocks[0], unit="s", scope="first_call", method=method
-            ),
-            warmed=MetricResult.complete(stats.median, unit="s", scope=scope, method=method),
-            throughput=MetricResult.complete(
-                1 / stats.median,
-                unit="calls/s",
-                scope=scope,
-                method="work_units_per_median_latency",
-            ),
-            stats=LatencyStats(
-                median=stats.median,
-                q1=stats.q1,
-                q3=stats.q3,
-                iqr=stats.iqr,
-                min=stats.min,
-                max=stats.max,
-                mean=stats.mean,
-                blocks=stats.count,
-                calls_per_block=10,
-                warmup_calls=5,
-                total_time_s=1.0,
-            ),
-            block_times_s=blocks,
-            timer="time.perf_counter",
-            synchronized=False,
-        ),
+        latency=section,
     )
 
 
