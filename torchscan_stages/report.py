@@ -332,6 +332,25 @@ class AnalysisReport(_Report):
     operator_flops: FlopReport | None = None
     conventions: dict[str, str] = Field(default_factory=dict)
 
+    def subtree_parameters(self) -> dict[str, int]:
+        """Parameters held by each module path with its submodules, each tensor once.
+
+        Built from the records' own counts (first call of each path, tied tensors already
+        discounted as ``shared_parameters``); tables show it for containers.
+        """
+        own: dict[str, int] = {}
+        for layer in self.layers:
+            if layer.path not in own:
+                own[layer.path] = layer.params.parameters - layer.params.shared_parameters
+        totals = dict.fromkeys(own, 0)
+        for path, count in own.items():
+            parts = path.split(".") if path else []
+            for depth in range(len(parts) + 1):
+                ancestor = ".".join(parts[:depth])
+                if ancestor in totals:
+                    totals[ancestor] += count
+        return totals
+
 
 # ---------------------------------------------------------------------------- benchmark
 

@@ -88,3 +88,14 @@ def test_strict_still_prints_the_table_before_raising() -> None:
     with pytest.raises(IncompleteAnalysisError):
         summary(nn.Sequential(nn.Linear(3, 3), Leaf()), (3,), strict=True, file=out)
     assert "Leaf" in out.getvalue() and "unsupported_module" in out.getvalue()
+
+
+def test_subtree_parameters_count_tied_tensors_once() -> None:
+    first, second = nn.Linear(4, 4), nn.Linear(4, 4)
+    second.weight = first.weight  # tied: 16 weights held once
+    model = nn.Sequential(nn.Sequential(first, second))
+    from torchscan_stages.analysis.crawl import crawl_module
+
+    held = crawl_module(model, (4,), mode="structure").subtree_parameters()
+    # 16 shared weights + 4 + 4 biases = 24, for the inner container and the root alike
+    assert (held[""], held["0"], held["0.0"], held["0.1"]) == (24, 24, 20, 4)

@@ -42,29 +42,10 @@ def format_metric(result: MetricResult) -> str:
     return "n/a"
 
 
-def subtree_parameters(report: AnalysisReport) -> dict[str, int]:
-    """Parameters of each module path including its submodules, each tensor counted once.
-
-    Containers show what they hold even when their children are folded away by max_depth.
-    """
-    own: dict[str, int] = {}
-    for layer in report.layers:
-        if layer.path not in own:
-            own[layer.path] = layer.params.parameters - layer.params.shared_parameters
-    totals: dict[str, int] = dict.fromkeys(own, 0)
-    for path, count in own.items():
-        parts = path.split(".") if path else []
-        for depth in range(len(parts) + 1):
-            ancestor = ".".join(parts[:depth])
-            if ancestor in totals:
-                totals[ancestor] += count
-    return totals
-
-
 def format_table(report: AnalysisReport, max_depth: int | None = None) -> str:
     """The summary table, totals and diagnostics of a report as plain text."""
     rows: list[tuple[str, ...]] = []
-    held = subtree_parameters(report)
+    held = report.subtree_parameters()
     for layer in report.layers:
         if max_depth is not None and layer.depth > max_depth:
             continue

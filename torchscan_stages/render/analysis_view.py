@@ -104,25 +104,14 @@ def build_tree(layers: list[LayerRecord]) -> list[_Node]:
     return roots
 
 
-def _subtree_params(node: _Node, seen: set[str]) -> int:
-    """Own parameters of every distinct module path in the subtree (shared calls once)."""
-    total = 0
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if current.record.path not in seen:
-            seen.add(current.record.path)
-            total += current.record.params.parameters
-        stack.extend(current.children)
-    return total
-
-
-def _layer_row(node: _Node, diagnostics: dict[str, list[Diagnostic]]) -> LayerRow:
+def _layer_row(
+    node: _Node, diagnostics: dict[str, list[Diagnostic]], held: dict[str, int]
+) -> LayerRow:
     record = node.record
     metrics = record.metrics
     own = record.params.parameters
     if node.children:
-        subtree = _subtree_params(node, set())
+        subtree = held.get(record.path, own)
         params = Cell(thousands(subtree), f"{subtree:,} in subtree ({own:,} own)", "ok")
     else:
         params = Cell(thousands(own), f"{own:,} parameters", "ok")
@@ -166,6 +155,7 @@ def layer_events(report: AnalysisReport) -> list[tuple[int, LayerRow | None]]:
         if diag.path is not None:
             by_path.setdefault(diag.path, []).append(diag)
     events: list[tuple[int, LayerRow | None]] = []
+    held = report.subtree_parameters()
     stack: list[tuple[_Node, bool]] = [
         (root, False) for root in reversed(build_tree(report.layers))
     ]
@@ -174,7 +164,7 @@ def layer_events(report: AnalysisReport) -> list[tuple[int, LayerRow | None]]:
         if closing:
             events.append((3, None))
             continue
-        row = _layer_row(node, by_path)
+        row = _layer_row(node, by_path, held)
         if node.children:
             row.open = node.record.depth < OPEN_DEPTH
             events.append((1, row))
