@@ -61,15 +61,21 @@ def _dims(module: nn.Module) -> int:
     return 2
 
 
+def _window(module: nn.Module, dims: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(kernel, stride) per spatial dim; PyTorch pools default the stride to the kernel."""
+    kernel_size: Any = module.kernel_size
+    stride: Any = module.stride if module.stride is not None else kernel_size
+    return _tuple(kernel_size, dims), _tuple(stride, dims)
+
+
 @register_handler(nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d)
 def max_pool(ctx: CallContext) -> dict[str, Any]:
     module = ctx.module
     assert isinstance(module, _MaxPoolNd)
     x, y = in_out(ctx)
     dims = _dims(module)
-    kernel = _tuple(module.kernel_size, dims)
+    kernel, stride = _window(module, dims)
     dilation = _tuple(module.dilation, dims)
-    stride = _tuple(module.stride if module.stride is not None else module.kernel_size, dims)
     outputs = ctx.output if isinstance(ctx.output, tuple) else (y,)  # return_indices
     dmas = x.numel() + sum(t.numel() for t in outputs)
     return {
@@ -90,8 +96,7 @@ def avg_pool(ctx: CallContext) -> dict[str, Any]:
     assert isinstance(module, _AvgPoolNd)
     x, y = in_out(ctx)
     dims = _dims(module)
-    kernel = _tuple(module.kernel_size, dims)
-    stride = _tuple(module.stride if module.stride is not None else module.kernel_size, dims)
+    kernel, stride = _window(module, dims)
     return {
         "module_flops": y.numel() * prod(kernel),
         "macs": 0,
@@ -145,8 +150,7 @@ def lp_pool(ctx: CallContext) -> dict[str, Any]:
     assert isinstance(module, _LPPoolNd)
     x, y = in_out(ctx)
     dims = _dims(module)
-    kernel = _tuple(module.kernel_size, dims)
-    stride = _tuple(module.stride if module.stride is not None else module.kernel_size, dims)
+    kernel, stride = _window(module, dims)
     return {
         "module_flops": x.numel() + y.numel() * (prod(kernel) + 2),
         "macs": 0,
