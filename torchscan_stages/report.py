@@ -313,6 +313,9 @@ class FlopReport(_Report):
     kind: Literal["flops"] = "flops"
     name: str | None = None
     total: MetricResult
+    # the tensor-product share of total (FlopCounterMode's / fvcore's convention); None in
+    # reports written before it existed
+    product_flops: MetricResult | None = None
     by_operator: dict[str, OperatorCount] = Field(default_factory=dict)
     by_module: dict[str, MetricResult] = Field(default_factory=dict)
     ignored_operators: list[IgnoredOperator] = Field(default_factory=list)

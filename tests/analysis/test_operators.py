@@ -194,7 +194,9 @@ def test_operator_counter_owner_interface() -> None:
         owner[0] = None  # type: ignore[call-overload]
         torch.linalg.cholesky(torch.eye(2))  # uncounted, no owner
     ops = counter.owner_ops()
-    assert ops["a"] == OwnerOps(flops=48, counted_calls={"aten.mm": 1}, op_flops={"aten.mm": 48})
+    assert ops["a"] == OwnerOps(
+        flops=48, product_flops=48, counted_calls={"aten.mm": 1}, op_flops={"aten.mm": 48}
+    )
     assert ops["b"].flops == 6 and ops["b"].ignored_calls == {"aten.t": 1}
     assert ops[None].uncounted_calls == {"aten.linalg_cholesky_ex": 1}
     assert ops[None].ignored_calls["aten.eye"] == 1

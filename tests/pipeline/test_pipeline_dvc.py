@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from torchscan_stages.report import load_report
+from torchscan_stages.report import FlopReport, load_report
 
 pytestmark = pytest.mark.slow
 
@@ -150,6 +150,15 @@ def test_fresh_repro_runs_every_stage_and_reports_validate(repo: Path) -> None:
     assert metrics["warmed_median_s"] > 0 and metrics["throughput_per_s"] > 0
     # throughput = work_units / median = 8 samples / median
     assert metrics["throughput_per_s"] == pytest.approx(8 / metrics["warmed_median_s"])
+    flops = load_report(repo / "reports" / "flops.json")
+    assert isinstance(flops, FlopReport) and flops.product_flops is not None
+    flop_metrics = json.loads((repo / "metrics" / "flops.json").read_text())
+    # complete values only, copied from the report: the tensor-product share <= the total
+    assert flop_metrics == {
+        "total_flops": flops.total.value,
+        "product_flops": flops.product_flops.value,
+    }
+    assert 0 < flop_metrics["product_flops"] < flop_metrics["total_flops"]
     assert (repo / "reports" / "index.html").read_text().startswith("<!DOCTYPE html>")
     _commit(repo, "first reproduction")
 

@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 import render_samples as samples
+import torch
 
+from torchscan_stages import Diagnostic, measure_flops
 from torchscan_stages.render import render_index, render_report
 from torchscan_stages.render.analysis_view import build_tree, counted_layers
+from torchscan_stages.render.common import reason_for
 from torchscan_stages.render.html import AnyReport
 from torchscan_stages.render.svg import Bar, bar_chart, nice_ticks
 from torchscan_stages.render.sweep_view import sweep_key
@@ -233,3 +236,18 @@ def test_profile_only_report_is_not_shown_unavailable() -> None:
     assert "Workload benchmark (profile)" in page
     overview = page.split('<section id="overview">', 1)[1].split("</section>", 1)[0]
     assert "complete" in overview and "unavailable" not in overview
+
+
+def test_flop_report_shows_its_tensor_product_share() -> None:
+    a, b = torch.randn(3, 5), torch.randn(5, 7)
+    report = measure_flops(lambda: (a @ b).relu())
+    html = render_report(report)
+    # mm: 2*3*5*7 = 210 product FLOPs; relu: 3*7 = 21 more -> total 231
+    assert 'title="231 FLOPs' in html
+    assert "of which tensor products" in html and 'title="210 FLOPs' in html
+
+
+def test_reason_for_reads_metric_lists() -> None:
+    diag = Diagnostic(code="unsupported_module", metric="module_flops,dmas", message="m", path="a")
+    assert reason_for([diag], "dmas", "a") == "unsupported_module: m"
+    assert reason_for([diag], "macs", "a") is None

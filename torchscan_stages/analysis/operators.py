@@ -9,6 +9,13 @@ Every operator that reaches the dispatcher ends in exactly one of three outcomes
 * **uncounted** -- no formula and not known to be free: listed with its call count as an
   ``uncounted_operator`` diagnostic; the total becomes a ``partial`` lower bound.
 
+Beside the total, ``product_flops`` keeps the tensor-product share (matmul, convolution,
+attention's two batched products, RNN gate products): the convention of torch's
+FlopCounterMode and fvcore, so a report can be checked against theirs or a paper's figure.
+Every built-in formula declares its share (``op_formulas.PRODUCT_SHARE``); torch's registry
+holds products only; a ``custom_mapping`` formula's share is unknown, so it leaves
+``product_flops`` a lower bound with an ``unclassified_operator`` diagnostic.
+
 Operators with a CompositeImplicitAutograd kernel and no formula are decomposed (as torch's
 FlopCounterMode does) so their parts are counted instead. Formulas are merged into one table
 per counter; torch's global registry is never modified.
@@ -35,7 +42,7 @@ from ..report import (
     OperatorCount,
 )
 from ._gc import gc_paused
-from .op_formulas import CONVENTIONS, FORMULAS, IGNORED, RawFormula
+from .op_formulas import CONVENTIONS, FORMULAS, IGNORED, PRODUCT_SHARE, Flops, RawFormula
 
 __all__ = [
     "OperatorCounter",
@@ -56,6 +63,15 @@ BASE_CONVENTION = (
 )
 
 _COUNTED, _IGNORED, _DECOMPOSE, _UNCOUNTED = 0, 1, 2, 3
+# product share of a counted operator: none, the whole count, Flops.products, unknown
+_P_NONE, _P_ALL, _P_SPLIT, _P_UNKNOWN = 0, 1, 2, 3
+_SHARE_CODES = {"none": _P_NONE, "all": _P_ALL, "split": _P_SPLIT}
+PRODUCTS_CONVENTION = (
+    "product_flops: the tensor-product share only (matmul, convolution, attention's two "
+    "batched products, RNN gate products; 2 per multiply-add, bias adds excluded) -- what "
+    "torch's FlopCounterMode and fvcore count"
+)
+Entry: TypeAlias = "tuple[int, RawFormula | None, str, int]"
 _NAMESPACE_REASONS = {
     "profiler": "profiler annotation: no tensor arithmetic",
     "prim": "view or metadata: no values are read or computed",
@@ -67,9 +83,11 @@ class OwnerOps:
     """Operators dispatched while one owner was innermost (``None``: no owner active)."""
 
     flops: int = 0
+    product_flops: int = 0
     counted_calls: dict[str, int] = field(default_factory=dict)
     ignored_calls: dict[str, int] = field(default_factory=dict)
     uncounted_calls: dict[str, int] = field(default_factory=dict)
+    unclassified_calls: dict[str, int] = field(default_factory=dict)
     op_flops: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -206,7 +224,7 @@ class _CountingMode(TorchDispatchMode):
                 result = func.decompose(*args, **kwargs)
             if result is not NotImplemented:
                 return result
-            entry = counter._entries[func] = (_UNCOUNTED, None, entry[2])
+            entry = counter._entries[func] = (_UNCOUNTED, None, entry[2], _P_NONE)
         out = func(*args, **kwargs)
         counter._record(entry, func, args, kwargs, out)
         return out
@@ -252,16 +270,19 @@ class OperatorCounter:
             for key, fn in custom.items()
             if isinstance(key, torch._ops.OpOverload)
         }
-        self._table: dict[Any, RawFormula] = {**FORMULAS, **_torch_table()}
-        self._table.update(
-            {
-                key: _adapt_user_formula(fn)
-                for key, fn in custom.items()
-                if isinstance(key, torch._ops.OpOverloadPacket)
-            }
-        )
+        # this package's formulas win over torch's for the packets both know (mm, addmm, bmm,
+        # baddbmm: the same arithmetic without torch's nested pytree wrappers)
+        torch_table = _torch_table()
+        self._table: dict[Any, RawFormula] = {**torch_table, **FORMULAS}
+        self._shares: dict[Any, int] = dict.fromkeys(torch_table, _P_ALL)  # torch: products
+        for packet in FORMULAS:
+            self._shares[packet] = _SHARE_CODES[PRODUCT_SHARE.get(packet, "none")]
+        for key, fn in custom.items():
+            if isinstance(key, torch._ops.OpOverloadPacket):
+                self._table[key] = _adapt_user_formula(fn)
+                self._shares[key] = _P_UNKNOWN
         self._owner = owner
-        self._entries: dict[Any, tuple[int, RawFormula | None, str]] = {}
+        self._entries: dict[Any, Entry] = {}
         self._by_owner: dict[OwnerKey | None, OwnerOps] = {}
         self._ignored_reasons: dict[str, str] = {}
         self._uncounted_overloads: dict[str, set[str]] = {}
@@ -286,40 +307,40 @@ class OperatorCounter:
 
     # -- hot path -------------------------------------------------------------------------
 
-    def _classify(self, func: Any) -> tuple[int, RawFormula | None, str]:
+    def _classify(self, func: Any) -> Entry:
         packet = func._overloadpacket
         name = str(packet)
-        entry: tuple[int, RawFormula | None, str]
+        entry: Entry
         if func in self._custom_overloads:
-            entry = (_COUNTED, self._custom_overloads[func], name)
+            entry = (_COUNTED, self._custom_overloads[func], name, _P_UNKNOWN)
         elif packet in self._table:
-            entry = (_COUNTED, self._table[packet], name)
+            entry = (_COUNTED, self._table[packet], name, self._shares[packet])
         elif packet in IGNORED:
             self._ignored_reasons[name] = IGNORED[packet]
-            entry = (_IGNORED, None, name)
+            entry = (_IGNORED, None, name, _P_NONE)
         elif func.namespace in _NAMESPACE_REASONS:
             self._ignored_reasons[name] = _NAMESPACE_REASONS[func.namespace]
-            entry = (_IGNORED, None, name)
+            entry = (_IGNORED, None, name, _P_NONE)
         elif torch._C.DispatchKey.CompositeImplicitAutograd in func.py_kernels or (
             torch._C._dispatch_has_kernel_for_dispatch_key(
                 func.name(), torch._C.DispatchKey.CompositeImplicitAutograd
             )
         ):
-            entry = (_DECOMPOSE, None, name)
+            entry = (_DECOMPOSE, None, name, _P_NONE)
         else:
-            entry = (_UNCOUNTED, None, name)
+            entry = (_UNCOUNTED, None, name, _P_NONE)
         self._entries[func] = entry
         return entry
 
     def _record(
         self,
-        entry: tuple[int, RawFormula | None, str],
+        entry: Entry,
         func: Any,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         out: Any,
     ) -> None:
-        kind, formula, name = entry
+        kind, formula, name, share = entry
         key = self._owner() if self._owner is not None else None
         ops = self._by_owner.get(key)
         if ops is None:
@@ -327,17 +348,28 @@ class OperatorCounter:
         if kind == _COUNTED:
             assert formula is not None
             try:
-                flops = _whole_flops(formula(args, kwargs, out))
-                if flops < 0:
-                    raise _FormulaError(f"negative FLOPs ({flops})")
+                value = formula(args, kwargs, out)
+                if share == _P_SPLIT:
+                    if type(value) is not Flops:
+                        raise _FormulaError(f"returned {value!r}, expected Flops(products, other)")
+                    products = _whole_flops(value.products)
+                    flops = products + _whole_flops(value.other)
+                else:
+                    flops = _whole_flops(value)
+                    products = flops if share == _P_ALL else 0
+                if flops < 0 or products < 0:
+                    raise _FormulaError(f"negative FLOPs ({value!r})")
             except Exception as error:  # a broken formula must not break the workload
                 self._formula_errors.setdefault(str(func), f"{type(error).__name__}: {error}")
                 self._uncounted_overloads.setdefault(name, set()).add(str(func))
                 ops.uncounted_calls[name] = ops.uncounted_calls.get(name, 0) + 1
                 return
             ops.flops += flops
+            ops.product_flops += products
             ops.counted_calls[name] = ops.counted_calls.get(name, 0) + 1
             ops.op_flops[name] = ops.op_flops.get(name, 0) + flops
+            if share == _P_UNKNOWN:
+                ops.unclassified_calls[name] = ops.unclassified_calls.get(name, 0) + 1
         elif kind == _IGNORED:
             ops.ignored_calls[name] = ops.ignored_calls.get(name, 0) + 1
         else:
@@ -351,9 +383,11 @@ class OperatorCounter:
         return {
             key: OwnerOps(
                 flops=ops.flops,
+                product_flops=ops.product_flops,
                 counted_calls=dict(ops.counted_calls),
                 ignored_calls=dict(ops.ignored_calls),
                 uncounted_calls=dict(ops.uncounted_calls),
+                unclassified_calls=dict(ops.unclassified_calls),
                 op_flops=dict(ops.op_flops),
             )
             for key, ops in self._by_owner.items()
@@ -395,9 +429,39 @@ class OperatorCounter:
             )
         return diagnostics
 
+    def unclassified_diagnostics(self) -> list[Diagnostic]:
+        """One ``unclassified_operator`` diagnostic per custom formula of unknown product share."""
+        calls: dict[str, int] = {}
+        for ops in self._by_owner.values():
+            for name, count in ops.unclassified_calls.items():
+                calls[name] = calls.get(name, 0) + count
+        return [
+            Diagnostic(
+                code="unclassified_operator",
+                severity="info",
+                metric="product_flops",
+                operator=name,
+                count=calls[name],
+                message=(
+                    f"{name} ran {calls[name]} time(s) with a custom_mapping formula; how much of "
+                    "its count is tensor products is unknown, so product_flops is a lower bound "
+                    "(the total is unaffected)"
+                ),
+            )
+            for name in sorted(calls)
+        ]
+
     def total(self, *, scope: str = "forward") -> MetricResult:
         flops = sum(ops.flops for ops in self._by_owner.values())
         if all(ops.complete for ops in self._by_owner.values()):
+            return MetricResult.complete(flops, unit=UNIT, scope=scope, method=METHOD)
+        return MetricResult.partial(flops, unit=UNIT, scope=scope, method=METHOD)
+
+    def product_total(self, *, scope: str = "forward") -> MetricResult:
+        """The tensor-product share: complete only when the total is and every counted
+        operator's share is known."""
+        flops = sum(ops.product_flops for ops in self._by_owner.values())
+        if all(ops.complete and not ops.unclassified_calls for ops in self._by_owner.values()):
             return MetricResult.complete(flops, unit=UNIT, scope=scope, method=METHOD)
         return MetricResult.partial(flops, unit=UNIT, scope=scope, method=METHOD)
 
@@ -437,14 +501,15 @@ class OperatorCounter:
             provenance=build_provenance(),
             name=name,
             total=self.total(scope=scope),
+            product_flops=self.product_total(scope=scope),
             by_operator=by_operator,
             by_module=self._by_module(scope, module_rollup),
             ignored_operators=[
                 IgnoredOperator(operator=op, calls=ignored[op], reason=self.ignored_reason(op))
                 for op in sorted(ignored)
             ],
-            diagnostics=self.uncounted_diagnostics(),
-            conventions={"flop": BASE_CONVENTION, **CONVENTIONS},
+            diagnostics=self.uncounted_diagnostics() + self.unclassified_diagnostics(),
+            conventions={"flop": BASE_CONVENTION, "products": PRODUCTS_CONVENTION, **CONVENTIONS},
         )
 
     def _by_module(self, scope: str, rollup: bool) -> dict[str, MetricResult]:

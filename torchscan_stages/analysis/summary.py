@@ -89,8 +89,8 @@ def format_table(report: AnalysisReport, max_depth: int | None = None) -> str:
         f"buffers {_number(t.buffer_elements.value or 0)} elements",
         f"Module FLOPs: {format_metric(t.module_flops)}   MACs: {format_metric(t.macs)}   "
         f"DMAs: {format_metric(t.dmas)} elements   (method module_formula, mode {report.mode})",
-        f"Operator FLOPs: {format_metric(t.operator_flops)}   (method operator_dispatch; "
-        "never added to module FLOPs)",
+        f"Operator FLOPs: {format_metric(t.operator_flops)}{_products(report)}   "
+        "(method operator_dispatch; never added to module FLOPs)",
         "Markers: >=N partial (lower bound), n/a unavailable.",
     ]
     if report.diagnostics:
@@ -100,6 +100,14 @@ def format_table(report: AnalysisReport, max_depth: int | None = None) -> str:
             where = f" [{d.path or '<root>'}]" if d.path is not None else ""
             out.append(f"  {d.severity}: {d.code}{where}: {d.message}")
     return "\n".join(out) + "\n"
+
+
+def _products(report: AnalysisReport) -> str:
+    """The tensor-product share of the operator count, when the crawl ran the counter."""
+    flops = report.operator_flops
+    if flops is None or flops.product_flops is None:
+        return ""
+    return f", of which tensor products {format_metric(flops.product_flops)}"
 
 
 def summary(

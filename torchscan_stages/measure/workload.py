@@ -121,6 +121,8 @@ def format_summary(report: BenchmarkReport) -> str:
             lines.append(_line(f"peak {result.scope}", result))
     if report.flops is not None:
         lines.append(_line("operator FLOPs (one call)", report.flops.total))
+        if report.flops.product_flops is not None:
+            lines.append(_line("  of which tensor products", report.flops.product_flops))
     if report.profile is not None:
         prof = report.profile
         lines.append(f"  [instrumented] profiler, top operators by {prof.sort_by} (not latency):")

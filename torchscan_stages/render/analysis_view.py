@@ -336,6 +336,7 @@ class OperatorRow:
 class FlopsView:
     name: str | None
     total: TotalView
+    products: TotalView | None
     workload_calls: int
     operators: list[OperatorRow]
     modules: list[tuple[str, Cell]]
@@ -377,9 +378,22 @@ def flops_view(report: FlopReport) -> FlopsView:
     modules_sorted = sorted(
         report.by_module.items(), key=lambda item: (-(item[1].known_value or 0), item[0])
     )
+    products = None
+    if report.product_flops is not None:
+        share = report.product_flops
+        why = None
+        if share.status != "complete":
+            why = reason_for(report.diagnostics, "product_flops") or reason
+        products = TotalView(
+            "of which tensor products (FlopCounterMode's convention)",
+            metric_cell(share, reason=why),
+            share.status,
+            why,
+        )
     return FlopsView(
         name=report.name,
         total=TotalView("Operator FLOPs", metric_cell(total, reason=reason), total.status, reason),
+        products=products,
         workload_calls=report.workload_calls,
         operators=operators,
         modules=[(name, metric_cell(result)) for name, result in modules_sorted[:50]],

@@ -44,7 +44,8 @@ def reason_for(diagnostics: list[Diagnostic], metric: str, path: str | None = No
         if path is not None and diag.path != path:
             continue
         named = diag.metric
-        if named is None or named == metric or named.endswith("." + metric):
+        listed = named.split(",") if named is not None else []  # "module_flops,dmas"
+        if named is None or any(m == metric or m.endswith("." + metric) for m in listed):
             if named is None and path is None:
                 continue
             messages.append(f"{diag.code}: {diag.message}")

@@ -22,7 +22,12 @@ def run(ctx: StageContext) -> None:
             print(f"flops: flops.strict = true and {error}", file=sys.stderr)
             raise SystemExit(1) from None
     ctx.write_report(report)
-    ctx.write_metrics({"total_flops": complete_value(report.total)})
+    ctx.write_metrics(
+        {
+            "total_flops": complete_value(report.total),
+            "product_flops": complete_value(report.product_flops),
+        }
+    )
 
 
 if __name__ == "__main__":

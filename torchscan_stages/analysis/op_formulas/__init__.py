@@ -20,6 +20,24 @@ from . import (  # noqa: F401  (registration side effects)
     rnn,
     softmax,
 )
-from ._registry import CONVENTIONS, FORMULAS, IGNORED, MISSING, RawFormula
+from ._registry import (
+    CONVENTIONS,
+    FAMILY,
+    FORMULAS,
+    IGNORED,
+    MISSING,
+    PRODUCT_SHARE,
+    Flops,
+    RawFormula,
+)
 
-__all__ = ["CONVENTIONS", "FORMULAS", "IGNORED", "MISSING", "RawFormula"]
+__all__ = [
+    "CONVENTIONS",
+    "FAMILY",
+    "FORMULAS",
+    "IGNORED",
+    "MISSING",
+    "PRODUCT_SHARE",
+    "Flops",
+    "RawFormula",
+]

@@ -14,18 +14,51 @@ are adapted to this signature by the counter.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from math import prod
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import torch
 
-RawFormula: TypeAlias = Callable[[tuple[Any, ...], dict[str, Any], Any], int]
+
+@dataclass(frozen=True, slots=True)
+class Flops:
+    """A fused operator's count split into tensor-product FLOPs and the rest.
+
+    Fused kernels (attention with its softmax, an RNN layer with its gates, addmm + activation)
+    do both kinds of work in one call; returning the two parts lets a report give the
+    products-only total that torch's FlopCounterMode and fvcore count, next to the full one.
+    """
+
+    products: int
+    other: int
+
+    @property
+    def total(self) -> int:
+        return self.products + self.other
+
+    def __add__(self, more: Flops) -> Flops:
+        return Flops(self.products + more.products, self.other + more.other)
+
+    def scaled(self, factor: int) -> Flops:
+        return Flops(self.products * factor, self.other * factor)
+
+
+RawFormula: TypeAlias = Callable[[tuple[Any, ...], dict[str, Any], Any], "int | Flops"]
 Packet: TypeAlias = torch._ops.OpOverloadPacket
+ProductShare: TypeAlias = Literal["none", "all", "split"]
 
 FORMULAS: dict[Packet, RawFormula] = {}
 IGNORED: dict[Packet, str] = {}
 CONVENTIONS: dict[str, str] = {}
 MISSING: set[str] = set()
+# How much of each formula's count is tensor products (matmul, convolution, attention's two
+# batched products): "all", "none" (absent = "none"), or "split" (the formula returns Flops).
+PRODUCT_SHARE: dict[Packet, ProductShare] = {}
+# The family file each formula lives in ("matmul", "norms", "pointwise", ...), by packet name
+# ("aten.add"): reports keep operator names, and a module analysis asks which family a
+# module's own operators belong to.
+FAMILY: dict[str, str] = {}
 
 
 def _resolve(names: Iterable[str]) -> list[Packet]:
@@ -42,20 +75,29 @@ def _resolve(names: Iterable[str]) -> list[Packet]:
     return packets
 
 
-def formula(*names: str) -> Callable[[RawFormula], RawFormula]:
-    """Register ``fn(args, kwargs, out) -> int`` for each ``aten.<name>`` packet."""
+def formula(*names: str, products: ProductShare = "none") -> Callable[[RawFormula], RawFormula]:
+    """Register ``fn(args, kwargs, out) -> int`` for each ``aten.<name>`` packet.
+
+    ``products`` says how much of the count is tensor products: ``"none"`` (pointwise,
+    normalisation, reductions...), ``"all"`` (matmul, convolution) or ``"split"`` (a fused
+    kernel whose formula returns :class:`Flops`).
+    """
 
     def register(fn: RawFormula) -> RawFormula:
+        family = fn.__module__.rpartition(".")[2]
         for packet in _resolve(names):
             FORMULAS[packet] = fn
+            FAMILY[str(packet)] = family
+            if products != "none":
+                PRODUCT_SHARE[packet] = products
         return fn
 
     return register
 
 
-def register_formula(fn: RawFormula, *names: str) -> None:
+def register_formula(fn: RawFormula, *names: str, products: ProductShare = "none") -> None:
     """Non-decorator form of :func:`formula` for formulas built by factories."""
-    formula(*names)(fn)
+    formula(*names, products=products)(fn)
 
 
 def ignore(reason: str, *names: str) -> None:

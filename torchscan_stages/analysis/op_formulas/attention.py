@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._registry import arg, convention, numel, register_formula
+from ._registry import Flops, arg, convention, numel, register_formula
 from .norms import norm_forward_flops
 from .softmax import SOFTMAX_BACKWARD_FLOPS_PER_ELEMENT, SOFTMAX_FLOPS_PER_ELEMENT
 
@@ -54,15 +54,16 @@ def attention_core_flops(
     *,
     masked: bool,
     dropout: bool,
-) -> int:
-    """q: (b, h, s_q, d), k: (b, h_kv, s_k, d), v: (b, h_kv, s_k, d_v)."""
+) -> Flops:
+    """q: (b, h, s_q, d), k: (b, h_kv, s_k, d), v: (b, h_kv, s_k, d_v); the two batched
+    products apart from scaling and softmax."""
     b, h, s_q, d = q_shape
     s_k = k_shape[-2]
     scores = b * h * s_q * s_k
     products = sdpa_products(q_shape, k_shape, v_shape)
     scaling = b * h * s_q * d + b * k_shape[1] * s_k * d
     pointwise = scores * (SOFTMAX_FLOPS_PER_ELEMENT + int(masked) + int(dropout))
-    return products + scaling + pointwise
+    return Flops(products, scaling + pointwise)
 
 
 def _as4d(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -77,7 +78,7 @@ def _as4d(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (lead, shape[-3], shape[-2], shape[-1])
 
 
-def _sdpa_cpu(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+def _sdpa_cpu(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
     """_scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal, *, attn_mask)."""
     q, k, v = (_as4d(tuple(t.shape)) for t in args[:3])
     dropout = float(arg(args, kwargs, 3, "dropout_p", 0.0)) > 0.0
@@ -85,7 +86,7 @@ def _sdpa_cpu(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
     return attention_core_flops(q, k, v, masked=masked, dropout=dropout)
 
 
-def _sdpa_cpu_backward(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+def _sdpa_cpu_backward(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
     """(grad_out, q, k, v, out, logsumexp, dropout_p, is_causal, *, attn_mask, scale)."""
     _grad, q, k, v = (_as4d(tuple(t.shape)) for t in args[:4])
     b, h, s_q, d = q
@@ -93,16 +94,17 @@ def _sdpa_cpu_backward(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) 
     products = sdpa_backward_products(q, k, v)
     scaling = b * h * s_q * d + b * k[1] * s_k * d
     dropout = float(arg(args, kwargs, 6, "dropout_p", 0.0)) > 0.0
-    return (
-        products + scaling + b * h * s_q * s_k * (SOFTMAX_BACKWARD_FLOPS_PER_ELEMENT + int(dropout))
-    )
+    softmax = b * h * s_q * s_k * (SOFTMAX_BACKWARD_FLOPS_PER_ELEMENT + int(dropout))
+    return Flops(products, scaling + softmax)
 
 
-register_formula(_sdpa_cpu, "_scaled_dot_product_flash_attention_for_cpu")
-register_formula(_sdpa_cpu_backward, "_scaled_dot_product_flash_attention_for_cpu_backward")
+register_formula(_sdpa_cpu, "_scaled_dot_product_flash_attention_for_cpu", products="split")
+register_formula(
+    _sdpa_cpu_backward, "_scaled_dot_product_flash_attention_for_cpu_backward", products="split"
+)
 
 
-def _sdpa_fused_overrideable(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+def _sdpa_fused_overrideable(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
     """(q, k, v, attn_bias, dropout_p, ...): as the CPU kernel."""
     q, k, v = (_as4d(tuple(t.shape)) for t in args[:3])
     masked = arg(args, kwargs, 3, "attn_bias", None) is not None
@@ -110,7 +112,11 @@ def _sdpa_fused_overrideable(args: tuple[Any, ...], kwargs: dict[str, Any], out:
     return attention_core_flops(q, k, v, masked=masked, dropout=dropout)
 
 
-register_formula(_sdpa_fused_overrideable, "_scaled_dot_product_fused_attention_overrideable")
+register_formula(
+    _sdpa_fused_overrideable,
+    "_scaled_dot_product_fused_attention_overrideable",
+    products="split",
+)
 
 
 def _mm(rows: int, inner: int, cols: int) -> int:
@@ -128,7 +134,7 @@ def multi_head_attention_flops(
     need_weights: bool,
     average_weights: bool,
     packed_bias: bool,
-) -> int:
+) -> Flops:
     """The stages F.multi_head_attention_forward runs for (batch, s, embed) inputs.
 
     In-projection (q: s_q rows, k and v: s_k rows; the packed self-attention projection is
@@ -137,29 +143,23 @@ def multi_head_attention_flops(
     mean over heads of the returned weights, and the out-projection.
     """
     d = embed // heads
-    flops = _mm(batch * s_q, embed, embed) + 2 * _mm(batch * s_k, embed, embed)
-    if packed_bias:
-        flops += batch * s_q * 3 * embed
+    projections = 2 * _mm(batch * s_q, embed, embed) + 2 * _mm(batch * s_k, embed, embed)
+    flops = Flops(projections, batch * s_q * 3 * embed if packed_bias else 0)
     q_shape, k_shape = (batch, heads, s_q, d), (batch, heads, s_k, d)
     scores = batch * heads * s_q * s_k
     if need_weights:  # q * scale, baddbmm/bmm, softmax, bmm
-        flops += (
-            batch * heads * s_q * d
-            + sdpa_products(q_shape, k_shape, k_shape)
-            + scores * (SOFTMAX_FLOPS_PER_ELEMENT + int(masked))
-        )
+        other = batch * heads * s_q * d + scores * (SOFTMAX_FLOPS_PER_ELEMENT + int(masked))
         if average_weights:  # mean over heads: 1 per input element + 1 per output
-            flops += scores + batch * s_q * s_k
-    else:
-        flops += attention_core_flops(q_shape, k_shape, k_shape, masked=masked, dropout=False)
-    return flops + _mm(batch * s_q, embed, embed)
+            other += scores + batch * s_q * s_k
+        return flops + Flops(sdpa_products(q_shape, k_shape, k_shape), other)
+    return flops + attention_core_flops(q_shape, k_shape, k_shape, masked=masked, dropout=False)
 
 
 def _batch_seq(t: Any) -> tuple[int, int]:
     return (t.shape[0], t.shape[1]) if t.dim() == 3 else (1, t.shape[0])
 
 
-def _native_mha(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+def _native_mha(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
     """_native_multi_head_attention(q, k, v, embed_dim, num_head, qkv_w, qkv_b, proj_w,
     proj_b, mask, need_weights, average_attn_weights, mask_type)."""
     query, key = args[0], args[1]
@@ -178,10 +178,10 @@ def _native_mha(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
     )
 
 
-register_formula(_native_mha, "_native_multi_head_attention")
+register_formula(_native_mha, "_native_multi_head_attention", products="split")
 
 
-def _encoder_layer(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+def _encoder_layer(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
     """_transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_w, qkv_b, proj_w, proj_b,
     use_gelu, norm_first, eps, norm_w1, norm_b1, norm_w2, norm_b2, ffn_w1, ffn_b1, ffn_w2,
     ffn_b2, mask, mask_type): self-attention (need_weights=False), two residual adds, two
@@ -209,11 +209,11 @@ def _encoder_layer(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> i
         )
         for w, b in ((args[10], args[11]), (args[12], args[13]))
     )
-    feed_forward = _mm(tokens, embed, hidden) + tokens * hidden + _mm(tokens, hidden, embed)
-    return attention + norms + feed_forward + 2 * tokens * embed
+    feed_forward = Flops(_mm(tokens, embed, hidden) + _mm(tokens, hidden, embed), tokens * hidden)
+    return attention + feed_forward + Flops(0, norms + 2 * tokens * embed)
 
 
-register_formula(_encoder_layer, "_transformer_encoder_layer_fwd")
+register_formula(_encoder_layer, "_transformer_encoder_layer_fwd", products="split")
 
 
 def _masked_scores(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:

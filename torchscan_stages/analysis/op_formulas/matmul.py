@@ -1,10 +1,13 @@
-"""Matrix products and convolutions beyond torch's own registry.
+"""Matrix products and convolutions, all in torch's convention.
 
-torch.utils.flop_counter already covers mm, addmm, bmm, baddbmm, _scaled_mm, convolution,
-_convolution, convolution_backward and the SDPA kernels; its formulas are reused unchanged
-(2 FLOPs per multiply-add; the bias add of addmm/convolution is not counted). This file adds
-the remaining products with the same convention: vector products, addbmm, outer products,
-int8 matmul, oneDNN linear and the backend convolutions that can reach the dispatcher.
+torch.utils.flop_counter covers _scaled_mm, convolution, _convolution, convolution_backward and
+the SDPA kernels; its formulas are reused unchanged (2 FLOPs per multiply-add; the bias add of
+addmm/convolution is not counted). mm, addmm, bmm and baddbmm are counted here with torch's
+arithmetic, read straight off the tensors: torch's addmm/baddbmm formulas call its wrapped mm/bmm
+formulas, whose pytree shape mapping cost more than the rest of the counting together
+(tests check both give the same numbers). This file also adds the remaining products with the
+same convention: vector products, addbmm, outer products, int8 matmul, oneDNN linear and the
+backend convolutions that can reach the dispatcher. Every count here is tensor products.
 """
 
 from __future__ import annotations
@@ -13,13 +16,36 @@ from typing import Any
 
 from torch.utils.flop_counter import conv_flop_count
 
-from ._registry import arg, convention, first_numel, numel, register_formula, shape
+from ._registry import Flops, arg, convention, first_numel, numel, register_formula, shape
 
 convention(
     "matmul",
     "2 FLOPs per multiply-add (torch.utils.flop_counter's mm/bmm/conv/SDPA formulas reused); "
     "bias adds fused into addmm/convolution not counted, as in torch",
 )
+
+
+def _mm(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    """mm(a, b): 2 * m * k * n."""
+    m, k = args[0].shape
+    return 2 * m * k * args[1].shape[1]
+
+
+def _addmm(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    """addmm(self, a, b): the product only, as torch counts it."""
+    m, k = args[1].shape
+    return 2 * m * k * args[2].shape[1]
+
+
+def _bmm(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    """bmm(a, b): 2 * batch * m * k * n."""
+    b, m, k = args[0].shape
+    return 2 * b * m * k * args[1].shape[2]
+
+
+def _baddbmm(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    b, m, k = args[1].shape
+    return 2 * b * m * k * args[2].shape[2]
 
 
 def _mv(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
@@ -57,24 +83,24 @@ def _linear(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
     return 2 * rows * weight.shape[0] * weight.shape[1]
 
 
-def _addmm_activation(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+def _addmm_activation(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
     """addmm + relu/gelu fused: the product plus 1 per output element (the activation)."""
     m, k = shape(args[1])
-    return 2 * m * k * shape(args[2])[-1] + first_numel(out)
+    return Flops(2 * m * k * shape(args[2])[-1], first_numel(out))
 
 
-register_formula(_mv, "mv")
-register_formula(_addmv, "addmv", "addmv_")
-register_formula(_dot, "dot", "vdot", "inner")
-register_formula(_addbmm, "addbmm", "addbmm_")
-register_formula(_outer, "addr", "addr_", "outer", "ger")
-register_formula(_int_mm, "_int_mm")
-register_formula(
-    _linear,
-    "mkldnn_linear",
-    "linear",
-)
-register_formula(_addmm_activation, "_addmm_activation")
+register_formula(_mm, "mm", products="all")
+register_formula(_addmm, "addmm", products="all")
+register_formula(_bmm, "bmm", products="all")
+register_formula(_baddbmm, "baddbmm", products="all")
+register_formula(_mv, "mv", products="all")
+register_formula(_addmv, "addmv", "addmv_", products="all")
+register_formula(_dot, "dot", "vdot", "inner", products="all")
+register_formula(_addbmm, "addbmm", "addbmm_", products="all")
+register_formula(_outer, "addr", "addr_", "outer", "ger", products="all")
+register_formula(_int_mm, "_int_mm", products="all")
+register_formula(_linear, "mkldnn_linear", "linear", products="all")
+register_formula(_addmm_activation, "_addmm_activation", products="split")
 
 
 def _conv(weight_index: int, transposed: bool) -> Any:
@@ -108,6 +134,7 @@ register_formula(
     "cudnn_convolution_add_relu",
     "miopen_convolution",
     "miopen_depthwise_convolution",
+    products="all",
 )
 register_formula(
     _conv(1, True),
@@ -115,6 +142,7 @@ register_formula(
     "slow_conv_transpose3d",
     "cudnn_convolution_transpose",
     "miopen_convolution_transpose",
+    products="all",
 )
 
 
@@ -135,4 +163,4 @@ def _slow_conv2d_backward(args: tuple[Any, ...], kwargs: dict[str, Any], out: An
     return int(flops)
 
 
-register_formula(_slow_conv2d_backward, "_slow_conv2d_backward")
+register_formula(_slow_conv2d_backward, "_slow_conv2d_backward", products="all")

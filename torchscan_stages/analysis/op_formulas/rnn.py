@@ -5,13 +5,14 @@ rows = 4H LSTM, 3H GRU, H RNN): input and hidden products 2*I*G + 2*H*G; the inp
 G (whole layers precompute x @ W_ih + b_ih for all steps); gate pointwise work per hidden unit
 LSTM 13, GRU 10, RNN 2 (1 FLOP per elementwise op, see pointwise). Backward: twice the
 products (grad input + grad weights), 2 per bias element, twice the gate pointwise work.
+Formulas return Flops(products, other): the products are the tensor-product share.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._registry import arg, convention, numel, register_formula
+from ._registry import Flops, arg, convention, numel, register_formula
 
 convention(
     "rnn",
@@ -34,21 +35,21 @@ def layer_flops(
     bias: bool,
     proj: int = 0,
     backward: bool = False,
-) -> int:
+) -> Flops:
     """One direction of one layer over ``rows`` = steps x batch rows."""
     recurrent = proj or hidden
     products = 2 * input_size * gates + 2 * recurrent * gates + (2 * hidden * proj if proj else 0)
     pointwise = GATE_POINTWISE[kind] * hidden
     if backward:
-        return rows * (2 * products + 2 * gates * int(bias) + 2 * pointwise)
-    return rows * (products + gates * int(bias) + pointwise)
+        return Flops(rows * 2 * products, rows * (2 * gates * int(bias) + 2 * pointwise))
+    return Flops(rows * products, rows * (gates * int(bias) + pointwise))
 
 
 def _mkldnn_layer(backward: bool) -> Any:
     """mkldnn_rnn_layer(input, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, batch_sizes, mode,
     hidden_size, num_layers, has_biases, ...); the backward takes the same leading tensors."""
 
-    def count(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    def count(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
         x, w_ih = args[0], args[1]
         mode = int(args[14] if backward else args[9])
         hidden = int(args[15] if backward else args[10])
@@ -68,8 +69,8 @@ def _mkldnn_layer(backward: bool) -> Any:
     return count
 
 
-register_formula(_mkldnn_layer(False), "mkldnn_rnn_layer")
-register_formula(_mkldnn_layer(True), "mkldnn_rnn_layer_backward")
+register_formula(_mkldnn_layer(False), "mkldnn_rnn_layer", products="split")
+register_formula(_mkldnn_layer(True), "mkldnn_rnn_layer_backward", products="split")
 
 
 def _network_flops(
@@ -81,19 +82,19 @@ def _network_flops(
     bidirectional: bool,
     bias: bool,
     backward: bool = False,
-) -> int:
+) -> Flops:
     """Sum over layers and directions; ``params`` is torch's flat weight list (w_ih, w_hh,
     [b_ih, b_hh], [w_hr]) per layer and direction."""
     directions = 2 if bidirectional else 1
     first_input = int(params[0].shape[1])
     rows = numel(x) // first_input
-    total = 0
+    total = Flops(0, 0)
     for index in range(num_layers * directions):
         group = params[index * stride : (index + 1) * stride]
         w_ih, w_hh = group[0], group[1]
         proj = int(group[-1].shape[0]) if len(group) in (3, 5) else 0
         hidden = int(group[-1].shape[1]) if proj else int(w_hh.shape[1])
-        total += layer_flops(
+        total = total + layer_flops(
             rows,
             int(w_ih.shape[1]),
             hidden,
@@ -110,7 +111,7 @@ def _aten_network(kind: str) -> Any:
     """aten.lstm/gru/rnn_*.input(input, hx, params, has_biases, num_layers, dropout, train,
     bidirectional, batch_first) and .data(data, batch_sizes, hx, params, has_biases, ...)."""
 
-    def count(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    def count(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
         offset = 0 if isinstance(args[3], bool) else 1  # .data has batch_sizes at 1
         x, params = args[0], list(args[2 + offset])
         bias, layers = bool(args[3 + offset]), int(args[4 + offset])
@@ -122,7 +123,7 @@ def _aten_network(kind: str) -> Any:
 
 
 for _kind in GATE_POINTWISE:
-    register_formula(_aten_network(_kind), _kind)
+    register_formula(_aten_network(_kind), _kind, products="split")
 
 
 def _cudnn(backward: bool) -> Any:
@@ -130,7 +131,7 @@ def _cudnn(backward: bool) -> Any:
     num_layers, batch_first, dropout, train, bidirectional, ...); backward adds 4 tensors
     after cx (output, grad_output, grad_hy, grad_cy)."""
 
-    def count(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    def count(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
         shift = 4 if backward else 0
         params, stride = list(args[1]), int(args[2])
         kind = _MODES[int(args[6 + shift])]
@@ -143,14 +144,14 @@ def _cudnn(backward: bool) -> Any:
     return count
 
 
-register_formula(_cudnn(False), "_cudnn_rnn", "miopen_rnn")
-register_formula(_cudnn(True), "_cudnn_rnn_backward", "miopen_rnn_backward")
+register_formula(_cudnn(False), "_cudnn_rnn", "miopen_rnn", products="split")
+register_formula(_cudnn(True), "_cudnn_rnn_backward", "miopen_rnn_backward", products="split")
 
 
 def _cell(kind: str) -> Any:
     """lstm_cell/gru_cell/rnn_*_cell(input, hx, w_ih, w_hh, b_ih, b_hh): one step."""
 
-    def count(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    def count(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
         w_ih, w_hh = args[2], args[3]
         rows = numel(args[0]) // int(w_ih.shape[1])
         # cells add the two projections (G per row, counted in the pointwise share); biases are
@@ -163,7 +164,7 @@ def _cell(kind: str) -> Any:
 
 
 for _kind in GATE_POINTWISE:
-    register_formula(_cell(_kind), f"{_kind}_cell")
+    register_formula(_cell(_kind), f"{_kind}_cell", products="split")
 
 
 def _fused_cell(kind: str) -> Any:

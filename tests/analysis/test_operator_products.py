@@ -1,0 +1,164 @@
+"""product_flops: the tensor-product share of an operator count (FlopCounterMode's convention).
+
+Each expected number is derived beside it; where torch's FlopCounterMode counts the same work
+the two are compared directly.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode, flop_registry
+
+from torchscan_stages import FlopReport, load_report
+from torchscan_stages.analysis.op_formulas import FORMULAS, PRODUCT_SHARE, Flops
+from torchscan_stages.analysis.operators import OperatorCounter, measure_flops
+
+aten = torch.ops.aten
+
+
+def _reference(fn) -> int:
+    """FlopCounterMode's total with the CPU fast paths off (as the benchmarks' reference)."""
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # oneDNN's TF32 notice when its flags are toggled
+        return _counted(fn)
+
+
+def _counted(fn) -> int:
+    with (
+        torch.backends.mkldnn.flags(enabled=False),
+        torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH),
+        FlopCounterMode(display=False) as mode,
+    ):
+        fn()
+    return mode.get_total_flops()
+
+
+@pytest.mark.parametrize(
+    ("op", "args"),
+    [
+        (aten.mm, (torch.randn(3, 5), torch.randn(5, 7))),
+        (aten.addmm, (torch.randn(7), torch.randn(3, 5), torch.randn(5, 7))),
+        (aten.bmm, (torch.randn(2, 3, 5), torch.randn(2, 5, 4))),
+        (aten.baddbmm, (torch.randn(2, 3, 4), torch.randn(2, 3, 5), torch.randn(2, 5, 4))),
+    ],
+)
+def test_own_matmul_formulas_agree_with_torch(op, args) -> None:
+    out = op(*args)
+    ours = FORMULAS[op](args, {}, out)
+    theirs = flop_registry[op](*args, out_val=out)
+    assert ours == theirs
+    assert PRODUCT_SHARE[op] == "all"
+
+
+def test_mlp_products_equal_flop_counter_mode() -> None:
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.LayerNorm(16), nn.Linear(16, 4)).eval()
+    x = torch.randn(5, 8)
+
+    def forward() -> None:
+        with torch.no_grad():
+            model(x)
+
+    report = measure_flops(forward)
+    products = 2 * 5 * 8 * 16 + 2 * 5 * 16 * 4  # two addmm: 1280 + 640 = 1920
+    assert report.product_flops is not None
+    assert report.product_flops.status == "complete"
+    assert report.product_flops.value == products == _reference(forward)
+    # the total adds the relu (80) and the layer norm (5*16 elements * 8 = 640)
+    assert report.total.value == products + 80 + 640
+    assert "products" in report.conventions
+
+
+def test_attention_split_keeps_products_apart_from_softmax() -> None:
+    q = torch.randn(1, 2, 6, 4)
+    k = torch.randn(1, 2, 5, 4)
+    v = torch.randn(1, 2, 5, 4)
+    report = measure_flops(lambda: F.scaled_dot_product_attention(q, k, v))
+    scores = 1 * 2 * 6 * 5  # 60
+    products = 2 * scores * 4 + 2 * scores * 4  # q@k^T and scores@v: 960 + 960
+    scaling = 1 * 2 * 6 * 4 + 1 * 2 * 5 * 4  # q and k scaled: 48 + 40
+    assert report.product_flops is not None and report.product_flops.value == products
+    assert report.total.value == products + scaling + 5 * scores  # softmax 5 per score
+    assert report.product_flops.value == _reference(lambda: F.scaled_dot_product_attention(q, k, v))
+
+
+def test_lstm_fused_layer_products_equal_the_decomposed_reference() -> None:
+    lstm = nn.LSTM(6, 5, batch_first=True).eval()
+    x = torch.randn(2, 3, 6)
+
+    def forward() -> None:
+        with torch.no_grad():
+            lstm(x)
+
+    report = measure_flops(forward)
+    rows, gates = 2 * 3, 4 * 5
+    products = rows * (2 * 6 * gates + 2 * 5 * gates)  # 6 * (240 + 200) = 2640
+    assert report.product_flops is not None and report.product_flops.value == products
+    assert _reference(forward) == products  # oneDNN off: addmm per step, same products
+    assert report.total.value is not None and report.total.value > products
+
+
+def test_custom_formula_share_is_unknown_so_products_are_a_lower_bound() -> None:
+    a = torch.randn(3, 5)
+    b = torch.randn(5, 2)
+
+    def workload() -> None:
+        a @ b  # mm by a custom formula: 7
+        a.relu()  # 15 elements, no products
+
+    report = measure_flops(workload, custom_mapping={aten.mm: lambda *s, **k: 7})
+    assert report.total.status == "complete" and report.total.value == 7 + 15
+    assert report.product_flops is not None and report.product_flops.status == "partial"
+    assert report.product_flops.known_value == 0
+    (diagnostic,) = [d for d in report.diagnostics if d.code == "unclassified_operator"]
+    assert diagnostic.operator == "aten.mm" and diagnostic.metric == "product_flops"
+
+
+def test_uncounted_operator_leaves_products_partial() -> None:
+    spd = torch.eye(4) * 2
+
+    def workload() -> None:
+        torch.linalg.cholesky(spd)
+        spd @ spd  # 2*4*4*4 = 128
+
+    report = measure_flops(workload)
+    assert report.product_flops is not None
+    assert report.product_flops.status == "partial" and report.product_flops.known_value == 128
+
+
+def test_split_formula_that_returns_an_int_is_uncounted() -> None:
+    counter = OperatorCounter()
+    packet = aten._scaled_dot_product_flash_attention_for_cpu
+    assert PRODUCT_SHARE[packet] == "split"
+    counter._table[packet] = lambda args, kwargs, out: 10
+    q = torch.randn(1, 1, 3, 2)
+    with counter:
+        F.scaled_dot_product_attention(q, q, q)
+    report = counter.report()
+    assert report.total.status == "partial"
+    (diagnostic,) = [d for d in report.diagnostics if d.operator == str(packet)]
+    assert "expected Flops" in diagnostic.message
+
+
+def test_flops_split_arithmetic() -> None:
+    assert Flops(3, 4) + Flops(10, 20) == Flops(13, 24)
+    assert Flops(3, 4).scaled(2) == Flops(6, 8) and Flops(3, 4).total == 7
+
+
+def test_every_split_formula_is_registered_and_shares_are_valid() -> None:
+    assert set(PRODUCT_SHARE) <= set(FORMULAS)
+    assert set(PRODUCT_SHARE.values()) <= {"all", "split"}
+
+
+def test_product_flops_round_trips_and_older_reports_load() -> None:
+    report = measure_flops(lambda: torch.randn(2, 3) @ torch.randn(3, 4))
+    again = load_report(report.model_dump_json())
+    assert again == report and again.product_flops == report.product_flops
+    older = report.model_dump(mode="json")
+    del older["product_flops"]
+    loaded = FlopReport.model_validate(older)
+    assert loaded.product_flops is None  # not recorded, never a made-up zero
