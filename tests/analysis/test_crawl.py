@@ -118,6 +118,42 @@ def test_residual_add_without_handler_is_partial() -> None:
     # known lower bound: 2 convs x (4*36 outputs x 4*9 MACs x 2) + 2 relus x 144 = 20736+288
     assert report.totals.module_flops.known_value == 2 * (144 * 36 * 2) + 2 * 144
     assert {d.path for d in report.diagnostics if d.code == "unsupported_module"} == {"0", "1"}
+    # the add does no multiply-accumulate, so MACs stay complete: 2 convs x 144 x 36 = 10368
+    assert report.totals.macs.status == "complete" and report.totals.macs.value == 10368
+    assert report.totals.dmas.status == "partial"
+    block = next(d for d in report.diagnostics if d.path == "0")
+    assert "MACs are complete" in block.message and block.metric == "module_flops,dmas"
+
+
+class _ScaledByMatrix(nn.Module):
+    """A container whose own forward runs a product: its MACs are unknown."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.mix = nn.Parameter(torch.eye(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x) @ self.mix
+
+
+class _NormsItself(nn.Module):
+    """A container that normalises in its own forward (affine MACs by the norm convention)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.weight = nn.Parameter(torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.layer_norm(self.proj(x), (4,), self.weight)
+
+
+@pytest.mark.parametrize("block", [_ScaledByMatrix, _NormsItself])
+def test_own_products_or_norms_leave_macs_incomplete(block: type[nn.Module]) -> None:
+    report = crawl_module(block(), (4,))
+    # the Linear's 4*4 = 16 MACs are known; the container's own matmul / affine MACs are not
+    assert report.totals.macs.status == "partial" and report.totals.macs.known_value == 16
 
 
 def test_resnet_style_cnn_complete_with_zoo_handler() -> None:

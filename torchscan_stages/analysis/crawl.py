@@ -35,6 +35,7 @@ from ..report import (
     LayerRecord,
     MetricResult,
     ParameterStats,
+    combine_sum,
 )
 from . import formulas  # noqa: F401  (fills the built-in handler registry)
 from ._gc import gc_paused
@@ -50,6 +51,7 @@ from .handlers import (
     to_metric,
     validate_custom_modules,
 )
+from .op_formulas import FAMILY
 from .operators import OperatorCounter, OwnerOps, classify_custom_mapping
 from .tensor_meta import RawMeta, call_capture, capture, to_value_meta
 
@@ -57,6 +59,9 @@ Mode = Literal["full", "structure"]
 COST_METRICS = ("module_flops", "macs", "dmas")
 RF_METRICS = ("receptive_field", "effective_stride", "effective_padding")
 _VIEW_LIKE_REASONS = ("view or metadata", "host synchronisation", "profiler annotation")
+# operator families whose module formulas count MACs without a tensor product (normalisation
+# affine, weighted embedding bags): a module running them itself has MACs we cannot know
+_MAC_FAMILIES = frozenset({"norms", "embedding"})
 
 CONVENTIONS = {
     "flop": "one multiply-add = 2 FLOPs (1 MAC); each elementary add, multiply, divide, "
@@ -232,8 +237,8 @@ def _complete(name: str, value: int | float) -> MetricResult:
 
 
 def _sum(name: str, parts: list[MetricResult]) -> MetricResult:
-    from ..report import combine_sum
-
+    if len(parts) == 1 and parts[0].unit == METRIC_UNITS[name]:  # a leaf: nothing to add
+        return parts[0]
     return combine_sum(parts, unit=METRIC_UNITS[name], scope=SCOPE, method=METHOD)
 
 
@@ -273,6 +278,23 @@ def _handler_metrics(call: _Call) -> tuple[dict[str, MetricResult], list[Diagnos
         )
         return {}, [failed], True
     return metrics, diagnostics, False
+
+
+def _macs_free(ops: OwnerOps) -> bool:
+    """True when a module's own operators are known to do no multiply-accumulate.
+
+    Every operator must be counted by a built-in formula (an unknown name counts as a MAC
+    family) with no tensor-product share and outside the families whose module formulas count
+    MACs: a residual ``add``, an activation,
+    a pooling or a reduction in a container's forward. Then the module's own MACs are exactly
+    0 even though its own FLOPs have no module formula.
+    """
+    return (
+        not ops.uncounted_calls
+        and not ops.unclassified_calls
+        and ops.product_flops == 0
+        and all(FAMILY.get(name, "norms") not in _MAC_FAMILIES for name in ops.counted_calls)
+    )
 
 
 def _own_ops_state(ops: OwnerOps | None, counter: OperatorCounter) -> tuple[bool, bool, str]:
@@ -361,26 +383,35 @@ def _build(calls: list[_Call], mode: Mode, counter: OperatorCounter | None) -> _
                 participates[i] = not call.inside_inclusive
         if handler_ok:
             continue
-        arithmetic, moves, what = _own_ops_state(owner_ops.get(call.key), counter)  # type: ignore[arg-type]
+        ops = owner_ops.get(call.key)
+        arithmetic, moves, what = _own_ops_state(ops, counter)  # type: ignore[arg-type]
         if call.handler is not None:  # failed handler: own work unknown
             own[i] = {m: _unavailable(m) for m in COST_METRICS}
             participates[i] = not call.inside_inclusive
             continue
         if arithmetic:
             own[i] = {m: _unavailable(m) for m in COST_METRICS}
+            macs_free = ops is not None and _macs_free(ops)
+            if macs_free:
+                own[i]["macs"] = _complete("macs", 0)
             participates[i] = not call.children and not call.inside_inclusive
             if (call.path, "unsupported") not in reported:
                 reported.add((call.path, "unsupported"))
                 kind = "leaf module" if not call.children else "module"
+                affected = (
+                    "its module FLOPs and DMAs are a lower bound or unavailable (its MACs are "
+                    "complete: those operators do no multiply-accumulate)"
+                    if macs_free
+                    else "its module metrics are a lower bound or unavailable"
+                )
                 diagnostics.append(
                     Diagnostic(
                         code="unsupported_module",
                         path=call.path,
-                        metric="module_flops",
+                        metric="module_flops,dmas" if macs_free else "module_flops,macs,dmas",
                         message=f"{kind} {type(call.module).__name__} at {call.path or '<root>'} "
                         f"has no handler and its own forward computes outside its children "
-                        f"({what}); its module metrics are a lower bound or unavailable. "
-                        "Pass custom_modules="
+                        f"({what}); {affected}. Pass custom_modules="
                         f"{{{type(call.module).__name__}: ModuleHandler(...)}} to count it.",
                     )
                 )

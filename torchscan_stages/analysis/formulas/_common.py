@@ -51,7 +51,7 @@ def numel(shape: Sequence[int]) -> int:
 
 def param_numel(module: torch.nn.Module) -> int:
     """Elements of the module's own parameters (read once per call)."""
-    return sum(p.numel() for p in module.parameters(recurse=False))
+    return sum(p.numel() for p in module._parameters.values() if p is not None)
 
 
 def pointwise_rf() -> dict[str, int]:
