@@ -2,7 +2,10 @@
 
 Convention: FLOPs with a multiply-add = 2 FLOPs. Tools that report MACs / multiply-adds
 (fvcore, ptflops, thop, torchinfo) are multiplied by 2; tools that report FLOPs are taken as
-they are. ``complete`` is what the *tool* says: True/False where it has a signal (a status, a
+they are. This project reports both conventions, so its rows give the reference's (tensor
+products: ``crawl_module``'s MACs x 2, ``measure_flops``'s ``product_flops``) and keep its
+count of all work (pointwise, normalisation, softmax included) in ``extra["all_work"]``.
+``complete`` is what the *tool* says: True/False where it has a signal (a status, a
 list of skipped operators, a printed "zero-op"/"no rule" warning about a leaf module), None
 where it has none (it never says when it skipped something).
 
@@ -28,6 +31,11 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.modules.module import (
+    register_module_forward_hook,
+    register_module_forward_pre_hook,
+)
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 
@@ -49,6 +57,7 @@ class Peer:
     convention: str
     run: Callable[[nn.Module, torch.Tensor], PeerResult]
     scaling_only: bool = False
+    floor: bool = False  # a mechanism with no counting: overhead context, never a "peer"
 
 
 def _leaf_type_names(model: nn.Module) -> set[str]:
@@ -131,18 +140,32 @@ def _metric(result: Any) -> tuple[float | None, bool | None, str]:
     return (None if number is None else float(number)), status == "complete", status
 
 
+def _all_work(result: Any) -> dict[str, Any]:
+    flops, complete, status = _metric(result)
+    return {"flops": flops, "complete": complete, "status": status}
+
+
 def run_crawl_module(model: nn.Module, x: torch.Tensor) -> PeerResult:
-    """This project: crawl_module(..., args=(x,)); totals.module_flops (module formulas)."""
+    """This project: crawl_module(..., args=(x,)); totals.macs x 2 (module formulas).
+
+    MACs x 2 is the reference's convention (products only); ``totals.module_flops`` (all
+    work, bias adds, norms and activations included) is kept as ``all_work``.
+    """
     from torchscan_stages.analysis.crawl import crawl_module
 
     report, wall = _timed(lambda: crawl_module(model, args=(x,)))
-    flops, complete, status = _metric(report.totals.module_flops)
+    macs, complete, status = _metric(report.totals.macs)
     op_flops, _op_complete, op_status = _metric(report.totals.operator_flops)
     codes = sorted({d.code for d in report.diagnostics})
     unsupported = sorted(
-        {d.message.split(" has ")[0] for d in report.diagnostics if d.code == "unsupported_module"}
+        {
+            d.message.split(" has ")[0]
+            for d in report.diagnostics
+            if d.code == "unsupported_module" and "macs" in (d.metric or "").split(",")
+        }
     )
     extra = {
+        "all_work": _all_work(report.totals.module_flops),
         "operator_flops": op_flops,
         "operator_flops_status": op_status,
         "diagnostics": codes,
@@ -150,7 +173,7 @@ def run_crawl_module(model: nn.Module, x: torch.Tensor) -> PeerResult:
     }
     if unsupported:
         status += f": {len(unsupported)} unsupported, e.g. {unsupported[0]}"
-    return PeerResult(flops, complete, wall, status, extra)
+    return PeerResult(None if macs is None else 2 * macs, complete, wall, status, extra)
 
 
 def run_crawl_structure(model: nn.Module, x: torch.Tensor) -> PeerResult:
@@ -170,7 +193,7 @@ def run_measure_flops(model: nn.Module, x: torch.Tensor) -> PeerResult:
             return model(x)
 
     report, wall = _timed(lambda: measure_flops(workload))
-    flops, complete, status = _metric(report.total)
+    flops, complete, status = _metric(report.product_flops)
     by_op = {}
     for op, count in report.by_operator.items():
         value, _, _ = _metric(count.flops)
@@ -178,7 +201,45 @@ def run_measure_flops(model: nn.Module, x: torch.Tensor) -> PeerResult:
     uncounted = sorted(
         d.operator or "" for d in report.diagnostics if d.code == "uncounted_operator"
     )
-    return PeerResult(flops, complete, wall, status, {"by_operator": by_op, "uncounted": uncounted})
+    extra = {"by_operator": by_op, "uncounted": uncounted, "all_work": _all_work(report.total)}
+    return PeerResult(flops, complete, wall, status, extra)
+
+
+class _EmptyDispatchMode(TorchDispatchMode):
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+def run_empty_dispatch(model: nn.Module, x: torch.Tensor) -> PeerResult:
+    """Floor of operator-level counting: the forward under a dispatch mode that does nothing."""
+
+    def call() -> None:
+        with torch.no_grad(), _EmptyDispatchMode():
+            model(x)
+
+    _, wall = _timed(call)
+    return PeerResult(None, None, wall, "floor: every operator through an empty dispatch mode")
+
+
+def run_empty_hooks(model: nn.Module, x: torch.Tensor) -> PeerResult:
+    """Floor of module-level counting: global pre/post forward hooks that do nothing."""
+
+    def call() -> None:
+        handles = [
+            register_module_forward_pre_hook(lambda module, args: None),
+            register_module_forward_hook(lambda module, args, out: None),
+        ]
+        try:
+            with torch.no_grad():
+                model(x)
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    _, wall = _timed(call)
+    return PeerResult(None, None, wall, "floor: every module call through empty global hooks")
 
 
 def run_torchscan(model: nn.Module, x: torch.Tensor) -> PeerResult:
@@ -272,8 +333,13 @@ def run_torchinfo(model: nn.Module, x: torch.Tensor) -> PeerResult:
 
 
 PEERS: list[Peer] = [
-    Peer("crawl_module", "torchscan_stages", "module formulas, FLOPs", run_crawl_module),
-    Peer("measure_flops", "torchscan_stages", "operator dispatch, FLOPs", run_measure_flops),
+    Peer("crawl_module", "torchscan_stages", "module formulas, MACs x 2", run_crawl_module),
+    Peer(
+        "measure_flops",
+        "torchscan_stages",
+        "operator dispatch, product_flops",
+        run_measure_flops,
+    ),
     Peer("crawl_module[structure]", "torchscan_stages", "no FLOPs", run_crawl_structure, True),
     Peer(
         "torch FlopCounterMode",
@@ -286,9 +352,12 @@ PEERS: list[Peer] = [
     Peer("ptflops", "ptflops", "MACs x 2", run_ptflops),
     Peer("thop", "thop", "MACs x 2", run_thop),
     Peer("torchinfo", "torchinfo", "mult-adds x 2", run_torchinfo),
+    Peer("floor: empty dispatch mode", "", "no FLOPs", run_empty_dispatch, floor=True),
+    Peer("floor: empty module hooks", "", "no FLOPs", run_empty_hooks, floor=True),
 ]
 
 PROJECT_PEERS = ("crawl_module", "measure_flops", "crawl_module[structure]")
+FLOORS = tuple(peer.name for peer in PEERS if peer.floor)
 
 
 def versions() -> dict[str, str]:

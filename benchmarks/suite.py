@@ -27,7 +27,7 @@ from state_check import diff, snapshot
 from torch import nn
 
 THREADS = 1
-REPEATS = {"main": 5, "scaling": 3}
+REPEATS = {"main": 9, "scaling": 5}
 QUICK_REPEATS = {"main": 2, "scaling": 1}
 # A tool whose single call would exceed this (predicted from its measured time on the next
 # smaller scaling model, linear in blocks) is not run there; the cell says so.

@@ -179,17 +179,26 @@ def _adapt_torch_formula(formula: Callable[..., int]) -> RawFormula:
     return _raw_formula(formula)
 
 
-_TORCH_TABLE: dict[Any, RawFormula] = {}
+_BASE: dict[str, Any] = {"size": -1}
 
 
-def _torch_table() -> dict[Any, RawFormula]:
-    """torch's registry, adapted once per registry size (a user may register more later)."""
-    if len(_TORCH_TABLE) != len(_torch_flop_registry):
-        _TORCH_TABLE.clear()
-        _TORCH_TABLE.update(
-            {key: _adapt_torch_formula(fn) for key, fn in _torch_flop_registry.items()}
-        )
-    return _TORCH_TABLE
+def _base_tables() -> tuple[dict[Any, RawFormula], dict[Any, int]]:
+    """The merged formula table and product shares, rebuilt when torch's registry grows (a
+    user may register more later). Building them hashes every packet through Python-level
+    ``__hash__``, which cost more than a small model's whole forward when done per counter.
+
+    This package's formulas win over torch's for the packets both know (mm, addmm, bmm,
+    baddbmm: the same arithmetic without torch's nested pytree wrappers); torch's registry
+    holds tensor products only.
+    """
+    if _BASE["size"] != len(_torch_flop_registry):
+        torch_table = {key: _adapt_torch_formula(fn) for key, fn in _torch_flop_registry.items()}
+        shares = dict.fromkeys(torch_table, _P_ALL)
+        for packet in FORMULAS:
+            shares[packet] = _SHARE_CODES[PRODUCT_SHARE.get(packet, "none")]
+        _BASE.update(size=len(_torch_flop_registry), table={**torch_table, **FORMULAS})
+        _BASE["shares"] = shares
+    return _BASE["table"], _BASE["shares"]
 
 
 # ------------------------------------------------------------------------------ counter
@@ -270,13 +279,9 @@ class OperatorCounter:
             for key, fn in custom.items()
             if isinstance(key, torch._ops.OpOverload)
         }
-        # this package's formulas win over torch's for the packets both know (mm, addmm, bmm,
-        # baddbmm: the same arithmetic without torch's nested pytree wrappers)
-        torch_table = _torch_table()
-        self._table: dict[Any, RawFormula] = {**torch_table, **FORMULAS}
-        self._shares: dict[Any, int] = dict.fromkeys(torch_table, _P_ALL)  # torch: products
-        for packet in FORMULAS:
-            self._shares[packet] = _SHARE_CODES[PRODUCT_SHARE.get(packet, "none")]
+        table, shares = _base_tables()
+        self._table: dict[Any, RawFormula] = dict(table)  # dict copies keep the stored hashes
+        self._shares: dict[Any, int] = dict(shares)
         for key, fn in custom.items():
             if isinstance(key, torch._ops.OpOverloadPacket):
                 self._table[key] = _adapt_user_formula(fn)
