@@ -14,10 +14,12 @@ from torchscan_stages.report import (
     FlopReport,
     IncompleteAnalysisError,
     MetricResult,
+    ParameterStats,
     atomic_write_text,
     combine_sum,
     load_report,
     report_json_schema,
+    trusted_construct,
 )
 
 FLOPS = {"unit": "FLOPs", "scope": "forward", "method": "operator_dispatch"}
@@ -136,3 +138,23 @@ def test_metric_numbers_are_not_coerced(value: object) -> None:
 def test_missing_path_object_is_a_value_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no report file"):
         load_report(tmp_path / "missing.json")
+
+
+def test_trusted_construct_equals_model_construct() -> None:
+    stats = {
+        "parameters": 42,
+        "trainable_parameters": 40,
+        "parameter_bytes": 168,
+        "buffer_elements": 0,
+        "buffer_bytes": 0,
+        "shared_parameters": 2,
+    }
+    fast = trusted_construct(ParameterStats, dict(stats))
+    slow = ParameterStats.model_construct(**stats)
+    assert fast == slow and fast.model_fields_set == slow.model_fields_set
+    assert fast.model_dump_json() == slow.model_dump_json()
+    assert ParameterStats.model_validate_json(fast.model_dump_json()) == fast
+    # a missing field falls back to model_construct, which fills the default
+    partial = dict(stats)
+    del partial["shared_parameters"]
+    assert trusted_construct(ParameterStats, partial).shared_parameters == 0

@@ -36,6 +36,7 @@ from ..report import (
     MetricResult,
     ParameterStats,
     combine_sum,
+    trusted_construct,
 )
 from . import formulas  # noqa: F401  (fills the built-in handler registry)
 from ._gc import gc_paused
@@ -334,13 +335,16 @@ def _param_stats(module: nn.Module, seen: set[int]) -> ParameterStats:
             continue
         buffers += b.numel()
         bbytes += b.numel() * b.element_size()
-    return ParameterStats.model_construct(
-        parameters=params,
-        trainable_parameters=trainable,
-        parameter_bytes=pbytes,
-        buffer_elements=buffers,
-        buffer_bytes=bbytes,
-        shared_parameters=shared,
+    return trusted_construct(
+        ParameterStats,
+        {
+            "parameters": params,
+            "trainable_parameters": trainable,
+            "parameter_bytes": pbytes,
+            "buffer_elements": buffers,
+            "buffer_bytes": bbytes,
+            "shared_parameters": shared,
+        },
     )
 
 
@@ -437,18 +441,23 @@ def _build(calls: list[_Call], mode: Mode, counter: OperatorCounter | None) -> _
 
     # aggregates: children have larger indices than their parent, so one reverse pass
     aggregates: list[dict[str, MetricResult]] = [{} for _ in range(n)]
+    unavailable = {name: _UNAVAILABLE[name] for name in COST_METRICS}
     for i in range(n - 1, -1, -1):
         call = calls[i]
-        for name in COST_METRICS:
-            if mode == "structure":
-                aggregates[i][name] = _unavailable(name)
-                continue
-            mine = own[i].get(name, _unavailable(name))
-            if call.handler is not None and call.handler.inclusive and name in own[i]:
-                aggregates[i][name] = mine
-            else:
-                parts = [mine] + [aggregates[c][name] for c in call.children]
-                aggregates[i][name] = _sum(name, parts)
+        mine_all = own[i]
+        if mode == "structure":
+            aggregates[i] = dict(unavailable)
+        elif not call.children:  # a leaf: its own part is its whole call
+            aggregates[i] = {name: mine_all.get(name) or unavailable[name] for name in COST_METRICS}
+        else:
+            inclusive = call.handler is not None and call.handler.inclusive
+            for name in COST_METRICS:
+                mine = mine_all.get(name) or unavailable[name]
+                if inclusive and name in mine_all:
+                    aggregates[i][name] = mine
+                else:
+                    parts = [mine] + [aggregates[c][name] for c in call.children]
+                    aggregates[i][name] = _sum(name, parts)
 
     rf_values = _receptive_chain(calls, rf_local, participates, mode, diagnostics)
 
@@ -459,19 +468,22 @@ def _build(calls: list[_Call], mode: Mode, counter: OperatorCounter | None) -> _
         for name, value in zip(RF_METRICS, rf_values[i], strict=False):
             metrics[name] = value
         records.append(
-            LayerRecord.model_construct(  # fields are typed by construction
-                path=call.path,
-                call_index=call.call_index,
-                name=call.path.rpartition(".")[2],
-                depth=0 if not call.path else call.path.count(".") + 1,
-                type=type(call.module).__name__,
-                is_leaf=not call.module._modules,
-                handler=call.handler.label if call.handler is not None else None,
-                inclusive=bool(call.handler is not None and call.handler.inclusive),
-                input=to_value_meta(call.inputs),
-                output=to_value_meta(call.output) if call.output is not None else None,
-                params=_param_stats(call.module, seen),
-                metrics=LayerMetrics.model_construct(**metrics),  # type: ignore[arg-type]
+            trusted_construct(  # fields are typed by construction
+                LayerRecord,
+                {
+                    "path": call.path,
+                    "call_index": call.call_index,
+                    "name": call.path.rpartition(".")[2],
+                    "depth": 0 if not call.path else call.path.count(".") + 1,
+                    "type": type(call.module).__name__,
+                    "is_leaf": not call.module._modules,
+                    "handler": call.handler.label if call.handler is not None else None,
+                    "inclusive": bool(call.handler is not None and call.handler.inclusive),
+                    "input": to_value_meta(call.inputs),
+                    "output": to_value_meta(call.output) if call.output is not None else None,
+                    "params": _param_stats(call.module, seen),
+                    "metrics": trusted_construct(LayerMetrics, metrics),
+                },
             )
         )
     return _Built(records, aggregates, diagnostics, failures)

@@ -154,6 +154,8 @@ def lookup_handler(
 def to_metric(name: str, value: Any) -> MetricResult:
     """A handler's value for ``name`` as a MetricResult with module-formula unit/scope/method."""
     unit = METRIC_UNITS[name]
+    if type(value) is int:  # the common case, first
+        return MetricResult.complete(value, unit=unit, scope=SCOPE, method=METHOD)
     if value is None:
         return MetricResult.unavailable(unit=unit, scope=SCOPE, method=METHOD)
     if isinstance(value, MetricResult):
