@@ -2,10 +2,10 @@
 
 Everything runs in ONE process, single-threaded (``torch.set_num_threads(1)``: the bench
 machine has 2 shared cores; one thread keeps the plain forward and the tool call comparable).
-Overhead = tool call wall time / plain ``no_grad`` forward, measured interleaved (plain
-block, tool call, plain block, ...), median over repeats, noise as the IQR of the per-pair
-ratios. A plain forward is a block average (enough calls for >= 2 ms) so that microsecond
-forwards are not dominated by timer noise.
+Overhead = tool call wall time / plain ``no_grad`` forward, measured in pairs (plain block
+then tool call, then the other order, alternating), median over repeats, noise as the IQR of
+the per-pair ratios. A plain forward is a block average (enough calls for >= 2 ms) so that
+microsecond forwards are not dominated by timer noise.
 """
 
 from __future__ import annotations
@@ -107,9 +107,15 @@ def measure_cell(
         if result.wall_s > SLOW_CALL_S:
             repeats = 1
         plain_s, tool_s, ratios = [], [], []
-        for _ in range(repeats):
-            p = plain()
-            again, _ = _call(peer, model, x)
+        for repeat in range(repeats):
+            # alternate which side runs first: the second of two back-to-back forwards
+            # reuses the allocator's freshly freed memory, which would favour one side
+            if repeat % 2 == 0:
+                p = plain()
+                again, _ = _call(peer, model, x)
+            else:
+                again, _ = _call(peer, model, x)
+                p = plain()
             if again is None:
                 break
             plain_s.append(p)

@@ -147,8 +147,15 @@ def _behind(data: dict[str, Any]) -> list[str]:
             if cell.get("error"):
                 out.append(f"`{tool}` raised on `{model}`: {cell['error']}")
                 continue
+            work = cell.get("extra", {}).get("all_work")
             if cell["complete"] is not True:
                 out.append(f"`{tool}` is not complete on `{model}` ({cell['detail']}).")
+            elif work and work["complete"] is not True:
+                out.append(
+                    f"`{tool}`'s count of all work is {work['status']} on `{model}`: a module "
+                    "without a formula computes in its own forward (`unsupported_module`); its "
+                    "products-only count above is complete."
+                )
             elif ref["flops"] and abs(cell["flops"] / ref["flops"] - 1) > TOLERANCE:
                 out.append(
                     f"`{tool}` on `{model}`: {cell['flops'] / ref['flops']:.3f} x the reference "

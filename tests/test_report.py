@@ -154,6 +154,12 @@ def test_trusted_construct_equals_model_construct() -> None:
     assert fast == slow and fast.model_fields_set == slow.model_fields_set
     assert fast.model_dump_json() == slow.model_dump_json()
     assert ParameterStats.model_validate_json(fast.model_dump_json()) == fast
+    # field order and a state of its own, whatever order or dict the caller passed
+    shuffled = dict(reversed(list(stats.items())))
+    again = trusted_construct(ParameterStats, shuffled)
+    assert again.model_dump_json() == slow.model_dump_json()
+    shuffled["parameters"] = 0
+    assert again.parameters == 42
     # a missing field falls back to model_construct, which fills the default
     partial = dict(stats)
     del partial["shared_parameters"]

@@ -140,11 +140,17 @@ def trusted_construct(cls: type[_M], values: dict[str, Any]) -> _M:
     post-init hook or missing fields go through ``model_construct`` (tests check that both
     give equal instances for every model built this way).
     """
-    if cls.__pydantic_post_init__ or len(values) != len(cls.__pydantic_fields__):
+    fields = cls.__pydantic_fields__
+    if (
+        cls.__pydantic_post_init__
+        or len(values) != len(fields)
+        or not values.keys() >= fields.keys()
+    ):
         return cls.model_construct(**values)
+    state = {name: values[name] for name in fields}  # field order, and a dict of its own
     model = cls.__new__(cls)
-    object.__setattr__(model, "__dict__", values)
-    object.__setattr__(model, "__pydantic_fields_set__", set(values))
+    object.__setattr__(model, "__dict__", state)
+    object.__setattr__(model, "__pydantic_fields_set__", set(state))
     object.__setattr__(model, "__pydantic_extra__", None)
     object.__setattr__(model, "__pydantic_private__", None)
     return model

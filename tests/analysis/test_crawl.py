@@ -9,8 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from torchscan_stages.analysis.crawl import crawl_module
+from torchscan_stages.analysis.crawl import _MAC_FREE_OPERATORS, crawl_module
 from torchscan_stages.analysis.handlers import CallContext, ModuleHandler, register_handler
+from torchscan_stages.analysis.op_formulas import FORMULAS
 from torchscan_stages.report import AnalysisReport, IncompleteAnalysisError, MetricResult
 from torchscan_stages.zoo import small_resnet, tiny_transformer
 
@@ -424,3 +425,39 @@ def test_absent_device_is_a_clear_value_error() -> None:
         crawl_module(model, (3,), device="cuda")
     with pytest.raises(ValueError, match="not a valid torch device"):
         crawl_module(model, (3,), device="warp-drive")
+
+
+class _UpsamplesItself(nn.Module):
+    """Bilinear interpolation in its own forward: nn.Upsample's formula counts MACs for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.interpolate(self.conv(x), scale_factor=2, mode="bilinear")
+
+
+class _AffineLeaf(nn.Module):
+    """x * g + b in a leaf: the affine the norm formulas count as MACs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.g = nn.Parameter(torch.ones(4))
+        self.b = nn.Parameter(torch.zeros(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.g + self.b
+
+
+def test_multiplying_own_work_keeps_macs_unknown() -> None:
+    up = crawl_module(_UpsamplesItself(), (2, 3, 3))
+    # the 1x1 conv's MACs are known: 2*9 outputs * 2 inputs = 36; the interpolation's are not
+    assert up.totals.macs.status == "partial" and up.totals.macs.known_value == 36
+    affine = crawl_module(_AffineLeaf(), (4,))
+    assert affine.totals.macs.status == "unavailable"
+
+
+def test_mac_free_operators_all_have_builtin_formulas() -> None:
+    known = {str(packet) for packet in FORMULAS}
+    assert known >= _MAC_FREE_OPERATORS, sorted(_MAC_FREE_OPERATORS - known)

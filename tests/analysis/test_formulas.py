@@ -50,6 +50,14 @@ def test_linear() -> None:
     assert torch_flops(layer, x) == 384 == got["module_flops"] - 24
 
 
+def test_parameter_under_two_names_is_read_once() -> None:
+    layer = nn.Linear(8, 4)
+    layer.weight_alias = layer.weight  # the same tensor registered twice
+    x = torch.randn(2, 3, 8)
+    # as test_linear: input 48 + weight 32 (once) + bias 4 + output 24 = 108
+    assert root(layer, x)["dmas"] == 108
+
+
 def test_bilinear() -> None:
     layer = nn.Bilinear(3, 4, 5)
     got = root(layer, torch.randn(2, 3), torch.randn(2, 4))

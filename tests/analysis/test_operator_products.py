@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.flop_counter import FlopCounterMode, flop_registry
+from torch.utils.flop_counter import FlopCounterMode, flop_registry, register_flop_formula
 
 from torchscan_stages import FlopReport, load_report
 from torchscan_stages.analysis.op_formulas import FORMULAS, PRODUCT_SHARE, Flops
@@ -162,3 +162,54 @@ def test_product_flops_round_trips_and_older_reports_load() -> None:
     del older["product_flops"]
     loaded = FlopReport.model_validate(older)
     assert loaded.product_flops is None  # not recorded, never a made-up zero
+
+
+def test_formula_registered_with_torch_later_wins_and_has_unknown_share() -> None:
+    @torch.library.custom_op("tsst_products::twice", mutates_args=())
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    packet = torch.ops.tsst_products.twice
+    x = torch.ones(6)
+    before = measure_flops(lambda: twice(x))  # cached tables built without the formula
+    assert before.total.status == "partial"
+    register_flop_formula(packet)(lambda x_shape, out_shape=None, **kwargs: 6)
+    try:
+        report = measure_flops(lambda: twice(x))
+    finally:
+        del flop_registry[packet]
+    assert report.total.status == "complete" and report.total.value == 6
+    assert report.product_flops is not None and report.product_flops.status == "partial"
+    (diagnostic,) = [d for d in report.diagnostics if d.code == "unclassified_operator"]
+    assert "register_flop_formula" in diagnostic.message
+
+
+def test_package_formula_registered_after_a_count_is_seen() -> None:
+    @torch.library.custom_op("tsst_products::halve", mutates_args=())
+    def halve(x: torch.Tensor) -> torch.Tensor:
+        return x / 2
+
+    x = torch.ones(5)
+    assert measure_flops(lambda: halve(x)).total.status == "partial"
+    torch_packet = torch.ops.tsst_products.halve
+    FORMULAS[torch_packet] = lambda args, kwargs, out: out.numel()  # what a family file does
+    try:
+        report = measure_flops(lambda: halve(x))
+    finally:
+        del FORMULAS[torch_packet]
+    assert report.total.status == "complete" and report.total.value == 5  # 1 per element
+    assert report.product_flops is not None and report.product_flops.value == 0
+
+
+def test_split_formula_with_negative_part_is_uncounted() -> None:
+    counter = OperatorCounter()
+    packet = aten._scaled_dot_product_flash_attention_for_cpu
+    counter._table[packet] = lambda args, kwargs, out: Flops(10, -5)
+    q = torch.randn(1, 1, 3, 2)
+    with counter:
+        F.scaled_dot_product_attention(q, q, q)
+    report = counter.report()
+    assert report.total.status == "partial"
+    assert report.product_flops is not None and report.product_flops.status == "partial"
+    (diagnostic,) = [d for d in report.diagnostics if d.operator == str(packet)]
+    assert "negative FLOPs" in diagnostic.message

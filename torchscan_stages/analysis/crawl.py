@@ -52,7 +52,6 @@ from .handlers import (
     to_metric,
     validate_custom_modules,
 )
-from .op_formulas import FAMILY
 from .operators import OperatorCounter, OwnerOps, classify_custom_mapping
 from .tensor_meta import RawMeta, call_capture, capture, to_value_meta
 
@@ -60,9 +59,25 @@ Mode = Literal["full", "structure"]
 COST_METRICS = ("module_flops", "macs", "dmas")
 RF_METRICS = ("receptive_field", "effective_stride", "effective_padding")
 _VIEW_LIKE_REASONS = ("view or metadata", "host synchronisation", "profiler annotation")
-# operator families whose module formulas count MACs without a tensor product (normalisation
-# affine, weighted embedding bags): a module running them itself has MACs we cannot know
-_MAC_FAMILIES = frozenset({"norms", "embedding"})
+# Operators that do no multiply-accumulate under the module formulas' conventions
+# (activations, pooling and softmax modules have 0 MACs): a module running only these itself
+# has exactly 0 own MACs. An allow-list, because a multiply hides MACs in many shapes (an
+# affine x*g+b, a manual dot product, lerp, addcmul, linear upsampling, grid sampling).
+_MAC_FREE_OPERATORS = frozenset(
+    f"aten.{name}"
+    for name in (  # noqa: SIM905 (a word list reads better than 90 lines of strings)
+        "add add_ sub sub_ rsub neg neg_ abs abs_ div div_ true_divide maximum minimum relu "
+        "relu_ relu6 relu6_ clamp clamp_ clamp_min clamp_min_ clamp_max clamp_max_ hardtanh "
+        "hardtanh_ threshold threshold_ leaky_relu leaky_relu_ elu elu_ selu selu_ celu "
+        "celu_ gelu gelu_ silu silu_ sigmoid sigmoid_ tanh tanh_ hardswish hardswish_ "
+        "hardsigmoid hardsigmoid_ mish mish_ softplus exp exp_ log log_ sqrt sqrt_ rsqrt "
+        "rsqrt_ eq ne lt le gt ge logical_and logical_or logical_not max_pool1d max_pool2d "
+        "max_pool3d max_pool2d_with_indices max_pool3d_with_indices avg_pool1d avg_pool2d "
+        "avg_pool3d _adaptive_avg_pool2d _adaptive_avg_pool3d adaptive_avg_pool1d "
+        "adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d mean sum amax amin max "
+        "min _softmax _log_softmax"
+    ).split()
+)
 
 CONVENTIONS = {
     "flop": "one multiply-add = 2 FLOPs (1 MAC); each elementary add, multiply, divide, "
@@ -284,17 +299,15 @@ def _handler_metrics(call: _Call) -> tuple[dict[str, MetricResult], list[Diagnos
 def _macs_free(ops: OwnerOps) -> bool:
     """True when a module's own operators are known to do no multiply-accumulate.
 
-    Every operator must be counted by a built-in formula (an unknown name counts as a MAC
-    family) with no tensor-product share and outside the families whose module formulas count
-    MACs: a residual ``add``, an activation,
-    a pooling or a reduction in a container's forward. Then the module's own MACs are exactly
-    0 even though its own FLOPs have no module formula.
+    Every operator it ran itself must be counted by a built-in formula (no custom formula,
+    nothing uncounted) and be on the allow-list: a residual ``add``, an activation, a
+    pooling, a softmax or a plain reduction in a container's forward. Then the module's own
+    MACs are exactly 0 even though its own FLOPs have no module formula.
     """
     return (
         not ops.uncounted_calls
         and not ops.unclassified_calls
-        and ops.product_flops == 0
-        and all(FAMILY.get(name, "norms") not in _MAC_FAMILIES for name in ops.counted_calls)
+        and all(name in _MAC_FREE_OPERATORS for name in ops.counted_calls)
     )
 
 

@@ -179,26 +179,39 @@ def _adapt_torch_formula(formula: Callable[..., int]) -> RawFormula:
     return _raw_formula(formula)
 
 
-_BASE: dict[str, Any] = {"size": -1}
+# torch's own formulas, as shipped (all tensor products); entries a user registers later with
+# torch's register_flop_formula are theirs: they win over this package's and their product
+# share is unknown
+_TORCH_BUILTIN = frozenset(_torch_flop_registry)
+_BASE: tuple[tuple[int, int], dict[Any, RawFormula], dict[Any, int]] | None = None
 
 
 def _base_tables() -> tuple[dict[Any, RawFormula], dict[Any, int]]:
-    """The merged formula table and product shares, rebuilt when torch's registry grows (a
-    user may register more later). Building them hashes every packet through Python-level
-    ``__hash__``, which cost more than a small model's whole forward when done per counter.
+    """The merged formula table and product shares, rebuilt only when a registry grows.
 
-    This package's formulas win over torch's for the packets both know (mm, addmm, bmm,
-    baddbmm: the same arithmetic without torch's nested pytree wrappers); torch's registry
-    holds tensor products only.
+    Building them hashes every packet through Python-level ``__hash__``, which cost more than
+    a small model's whole forward when done per counter. Precedence: torch's shipped formulas
+    < this package's (they agree on mm, addmm, bmm, baddbmm, counted here without torch's
+    nested pytree wrappers) < formulas registered with torch after import. Published as one
+    tuple, so a concurrent reader never sees a table without its shares.
     """
-    if _BASE["size"] != len(_torch_flop_registry):
-        torch_table = {key: _adapt_torch_formula(fn) for key, fn in _torch_flop_registry.items()}
-        shares = dict.fromkeys(torch_table, _P_ALL)
+    global _BASE
+    key = (len(_torch_flop_registry), len(FORMULAS))
+    base = _BASE
+    if base is None or base[0] != key:
+        shipped = {k: fn for k, fn in _torch_flop_registry.items() if k in _TORCH_BUILTIN}
+        added = {k: fn for k, fn in _torch_flop_registry.items() if k not in _TORCH_BUILTIN}
+        table = {
+            **{k: _adapt_torch_formula(fn) for k, fn in shipped.items()},
+            **FORMULAS,
+            **{k: _adapt_torch_formula(fn) for k, fn in added.items()},
+        }
+        shares = dict.fromkeys(shipped, _P_ALL)
         for packet in FORMULAS:
             shares[packet] = _SHARE_CODES[PRODUCT_SHARE.get(packet, "none")]
-        _BASE.update(size=len(_torch_flop_registry), table={**torch_table, **FORMULAS})
-        _BASE["shares"] = shares
-    return _BASE["table"], _BASE["shares"]
+        shares.update(dict.fromkeys(added, _P_UNKNOWN))
+        base = _BASE = (key, table, shares)
+    return base[1], base[2]
 
 
 # ------------------------------------------------------------------------------ counter
@@ -358,7 +371,10 @@ class OperatorCounter:
                     if type(value) is not Flops:
                         raise _FormulaError(f"returned {value!r}, expected Flops(products, other)")
                     products = _whole_flops(value.products)
-                    flops = products + _whole_flops(value.other)
+                    other = _whole_flops(value.other)
+                    if other < 0:
+                        raise _FormulaError(f"negative FLOPs ({value!r})")
+                    flops = products + other
                 else:
                     flops = _whole_flops(value)
                     products = flops if share == _P_ALL else 0
@@ -448,9 +464,9 @@ class OperatorCounter:
                 operator=name,
                 count=calls[name],
                 message=(
-                    f"{name} ran {calls[name]} time(s) with a custom_mapping formula; how much of "
-                    "its count is tensor products is unknown, so product_flops is a lower bound "
-                    "(the total is unaffected)"
+                    f"{name} ran {calls[name]} time(s) with a formula from custom_mapping or "
+                    "torch's register_flop_formula; how much of its count is tensor products is "
+                    "unknown, so product_flops is a lower bound (the total is unaffected)"
                 ),
             )
             for name in sorted(calls)

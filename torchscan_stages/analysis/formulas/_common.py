@@ -51,7 +51,8 @@ def numel(shape: Sequence[int]) -> int:
 
 def param_numel(module: torch.nn.Module) -> int:
     """Elements of the module's own parameters (read once per call)."""
-    return sum(p.numel() for p in module._parameters.values() if p is not None)
+    unique = {id(p): p for p in module._parameters.values() if p is not None}
+    return sum(p.numel() for p in unique.values())  # a tensor under two names counts once
 
 
 def pointwise_rf() -> dict[str, int]:

@@ -22,7 +22,6 @@ from . import (  # noqa: F401  (registration side effects)
 )
 from ._registry import (
     CONVENTIONS,
-    FAMILY,
     FORMULAS,
     IGNORED,
     MISSING,
@@ -33,7 +32,6 @@ from ._registry import (
 
 __all__ = [
     "CONVENTIONS",
-    "FAMILY",
     "FORMULAS",
     "IGNORED",
     "MISSING",

@@ -55,10 +55,6 @@ MISSING: set[str] = set()
 # How much of each formula's count is tensor products (matmul, convolution, attention's two
 # batched products): "all", "none" (absent = "none"), or "split" (the formula returns Flops).
 PRODUCT_SHARE: dict[Packet, ProductShare] = {}
-# The family file each formula lives in ("matmul", "norms", "pointwise", ...), by packet name
-# ("aten.add"): reports keep operator names, and a module analysis asks which family a
-# module's own operators belong to.
-FAMILY: dict[str, str] = {}
 
 
 def _resolve(names: Iterable[str]) -> list[Packet]:
@@ -84,10 +80,8 @@ def formula(*names: str, products: ProductShare = "none") -> Callable[[RawFormul
     """
 
     def register(fn: RawFormula) -> RawFormula:
-        family = fn.__module__.rpartition(".")[2]
         for packet in _resolve(names):
             FORMULAS[packet] = fn
-            FAMILY[str(packet)] = family
             if products != "none":
                 PRODUCT_SHARE[packet] = products
         return fn
