@@ -45,6 +45,42 @@ def _counted(fn) -> int:
         (aten.addmm, (torch.randn(7), torch.randn(3, 5), torch.randn(5, 7))),
         (aten.bmm, (torch.randn(2, 3, 5), torch.randn(2, 5, 4))),
         (aten.baddbmm, (torch.randn(2, 3, 4), torch.randn(2, 3, 5), torch.randn(2, 5, 4))),
+        (  # conv2d, stride 2, groups 2
+            aten.convolution,
+            (
+                torch.randn(1, 4, 9, 9),
+                torch.randn(6, 2, 3, 3),
+                None,
+                [2, 2],
+                [1, 1],
+                [1, 1],
+                False,
+                [0, 0],
+                2,
+            ),
+        ),
+        (  # transposed conv1d
+            aten.convolution,
+            (torch.randn(2, 4, 7), torch.randn(4, 3, 3), None, [2], [0], [1], True, [1], 1),
+        ),
+        (
+            aten._convolution,
+            (
+                torch.randn(1, 3, 8, 8),
+                torch.randn(5, 3, 3, 3),
+                None,
+                [1, 1],
+                [0, 0],
+                [1, 1],
+                False,
+                [0, 0],
+                1,
+                False,
+                False,
+                True,
+                True,
+            ),
+        ),
     ],
 )
 def test_own_matmul_formulas_agree_with_torch(op, args) -> None:

@@ -78,7 +78,7 @@ _NAMESPACE_REASONS = {
 }
 
 
-@dataclass
+@dataclass(slots=True)
 class OwnerOps:
     """Operators dispatched while one owner was innermost (``None``: no owner active)."""
 
@@ -583,17 +583,20 @@ class _ModuleStack:
         return stack[-1] if stack else None
 
     def _name(self, module: torch.nn.Module) -> str:
+        """The module's dotted name; the first call also names its children."""
+        key = id(module)
+        if key in self._seen:  # the common case: named, children named
+            return self._names[key]
         names = self._names
-        name = names.get(id(module))
+        name = names.get(key)
         if name is None:
-            name = names[id(module)] = type(module).__name__
+            name = names[key] = type(module).__name__
             self._alive.append(module)
-        if id(module) not in self._seen:
-            self._seen.add(id(module))
-            for child_name, child in module.named_children():
-                if id(child) not in names:
-                    names[id(child)] = f"{name}.{child_name}"
-                    self._alive.append(child)
+        self._seen.add(key)
+        for child_name, child in module.named_children():
+            if id(child) not in names:
+                names[id(child)] = f"{name}.{child_name}"
+                self._alive.append(child)
         return name
 
     def _push(self, name: str) -> None:
@@ -601,6 +604,9 @@ class _ModuleStack:
 
     def _pop(self, name: str) -> None:
         stack = self.stack
+        if stack and stack[-1] == name:  # the common case: properly nested
+            stack.pop()
+            return
         for index in range(len(stack) - 1, -1, -1):
             if stack[index] == name:
                 del stack[index]
@@ -632,7 +638,7 @@ class _ModuleStack:
 
     def _pre_hook(self, module: torch.nn.Module, inputs: Any) -> None:
         name = self._name(module)
-        self._push(name)
+        self.stack.append(name)
         if torch.is_grad_enabled():
             tensors = self._grad_tensors(inputs)
             if tensors:

@@ -1,13 +1,14 @@
 """Matrix products and convolutions, all in torch's convention.
 
-torch.utils.flop_counter covers _scaled_mm, convolution, _convolution, convolution_backward and
-the SDPA kernels; its formulas are reused unchanged (2 FLOPs per multiply-add; the bias add of
-addmm/convolution is not counted). mm, addmm, bmm and baddbmm are counted here with torch's
-arithmetic, read straight off the tensors: torch's addmm/baddbmm formulas call its wrapped mm/bmm
-formulas, whose pytree shape mapping cost more than the rest of the counting together
-(tests check both give the same numbers). This file also adds the remaining products with the
-same convention: vector products, addbmm, outer products, int8 matmul, oneDNN linear and the
-backend convolutions that can reach the dispatcher. Every count here is tensor products.
+torch.utils.flop_counter's formulas for _scaled_mm, convolution_backward and the SDPA kernels
+are reused unchanged (2 FLOPs per multiply-add; the bias add of addmm/convolution is not
+counted). mm, addmm, bmm, baddbmm, convolution and _convolution are counted here with torch's
+arithmetic, read straight off the tensors: torch's formulas map every argument to shapes
+through pytree (and addmm/baddbmm call the wrapped mm/bmm formulas again), which cost more
+than the rest of the counting together (tests check both give the same numbers). This file
+also adds the remaining products with the same convention: vector products, addbmm, outer
+products, int8 matmul, oneDNN linear and the backend convolutions that can reach the
+dispatcher. Every count here is tensor products.
 """
 
 from __future__ import annotations
@@ -120,6 +121,18 @@ def _conv(weight_index: int, transposed: bool) -> Any:
     return count
 
 
+def _convolution(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    """convolution/_convolution(input, weight, bias, stride, padding, dilation, transposed,
+    ...): torch's conv_flop_count on the shapes, read straight off the tensors."""
+    transposed = bool(arg(args, kwargs, 6, "transposed", False))
+    return int(
+        conv_flop_count(
+            list(args[0].shape), list(args[1].shape), list(out.shape), transposed=transposed
+        )
+    )
+
+
+register_formula(_convolution, "convolution", "_convolution", products="all")
 register_formula(
     _conv(1, False),
     "mkldnn_convolution",
