@@ -583,11 +583,25 @@ def _count(value: int, unit: str) -> MetricResult:
     return MetricResult.complete(value, unit=unit, scope="model", method="parameter_count")
 
 
+def _unique_tensors(module: nn.Module) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Parameters and buffers of the model, each tensor once (what ``parameters()`` and
+    ``buffers()`` give) from one walk over the modules instead of two generator chains."""
+    params: dict[int, torch.Tensor] = {}
+    buffers: dict[int, torch.Tensor] = {}
+    for sub in module.modules():
+        for p in sub._parameters.values():
+            if p is not None:
+                params.setdefault(id(p), p)
+        for b in sub._buffers.values():
+            if b is not None:
+                buffers.setdefault(id(b), b)
+    return list(params.values()), list(buffers.values())
+
+
 def _totals(
     module: nn.Module, built: _Built, calls: list[_Call], operator_total: MetricResult
 ) -> AnalysisTotals:
-    params = list(module.parameters())  # unique tensors: shared ones once
-    buffers = list(module.buffers())
+    params, buffers = _unique_tensors(module)
     total = sum(p.numel() for p in params)
     trainable = sum(p.numel() for p in params if p.requires_grad)
     cost = {}
