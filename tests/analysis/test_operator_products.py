@@ -249,3 +249,52 @@ def test_split_formula_with_negative_part_is_uncounted() -> None:
     assert report.product_flops is not None and report.product_flops.status == "partial"
     (diagnostic,) = [d for d in report.diagnostics if d.operator == str(packet)]
     assert "negative FLOPs" in diagnostic.message
+
+
+def _kernel_args(packet, q, k, v, *, dropout: float, bias) -> tuple:
+    """Positional arguments for an SDPA kernel, by its schema; placeholders where only the
+    kernel (never a formula) reads them."""
+    values = {
+        "grad_out": torch.ones_like(q),
+        "grad_out_": torch.ones_like(q),
+        "query": q,
+        "key": k,
+        "value": v,
+        "out": torch.ones_like(q),
+        "logsumexp": torch.ones(q.shape[:3]),
+        "attn_bias": bias,
+        "dropout_p": dropout,
+    }
+    return tuple(values.get(a.name) for a in packet.default._schema.arguments)
+
+
+@pytest.mark.parametrize("kernel", ["flash", "efficient", "cudnn"])
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_accelerator_sdpa_kernels_count_as_the_cpu_kernel(kernel, backward, dropout) -> None:
+    name = f"_scaled_dot_product_{kernel}_attention" + ("_backward" if backward else "")
+    packet = getattr(aten, name)
+    q, k = torch.randn(2, 4, 6, 8), torch.randn(2, 4, 5, 8)  # b=2, h=4, s_q=6, s_k=5, d=8
+    args = _kernel_args(packet, q, k, k, dropout=dropout, bias=None)
+    ours = FORMULAS[packet](args, {}, None)
+    # the two (forward) or five (backward) products, exactly as torch's formula counts them
+    assert ours.products == flop_registry[packet](*args, out_val=None)
+    cpu = aten._scaled_dot_product_flash_attention_for_cpu
+    if backward:
+        cpu = aten._scaled_dot_product_flash_attention_for_cpu_backward
+        cpu_args = (torch.ones_like(q), q, k, k, torch.ones_like(q), None, dropout)
+    else:
+        cpu_args = (q, k, k, dropout)
+    assert ours == FORMULAS[cpu](cpu_args, {}, None)  # same total and split on every device
+    scores = 2 * 4 * 6 * 5  # 240
+    softmax = 4 if backward else 5
+    assert ours.other == 2 * 4 * 6 * 8 + 2 * 4 * 5 * 8 + scores * (softmax + int(dropout > 0))
+
+
+def test_memory_efficient_kernel_counts_its_additive_mask() -> None:
+    packet = aten._scaled_dot_product_efficient_attention
+    q = torch.randn(1, 2, 3, 4)
+    plain = FORMULAS[packet](_kernel_args(packet, q, q, q, dropout=0.0, bias=None), {}, None)
+    bias = torch.zeros(1, 2, 3, 3)
+    masked = FORMULAS[packet](_kernel_args(packet, q, q, q, dropout=0.0, bias=bias), {}, None)
+    assert masked.total - plain.total == 1 * 2 * 3 * 3  # one add per score

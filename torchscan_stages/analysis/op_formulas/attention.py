@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from ._registry import Flops, arg, convention, numel, register_formula
 from .norms import norm_forward_flops
 from .softmax import SOFTMAX_BACKWARD_FLOPS_PER_ELEMENT, SOFTMAX_FLOPS_PER_ELEMENT
@@ -86,16 +88,23 @@ def _sdpa_cpu(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
     return attention_core_flops(q, k, v, masked=masked, dropout=dropout)
 
 
+def attention_backward_flops(
+    q_shape: tuple[int, ...], k_shape: tuple[int, ...], v_shape: tuple[int, ...], *, dropout: bool
+) -> Flops:
+    """torch's five backward products apart from softmax backward and the q/k scaling."""
+    b, h, s_q, d = q_shape
+    s_k = k_shape[-2]
+    products = sdpa_backward_products(q_shape, k_shape, v_shape)
+    scaling = b * h * s_q * d + b * k_shape[1] * s_k * d
+    softmax = b * h * s_q * s_k * (SOFTMAX_BACKWARD_FLOPS_PER_ELEMENT + int(dropout))
+    return Flops(products, scaling + softmax)
+
+
 def _sdpa_cpu_backward(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
     """(grad_out, q, k, v, out, logsumexp, dropout_p, is_causal, *, attn_mask, scale)."""
     _grad, q, k, v = (_as4d(tuple(t.shape)) for t in args[:4])
-    b, h, s_q, d = q
-    s_k = k[-2]
-    products = sdpa_backward_products(q, k, v)
-    scaling = b * h * s_q * d + b * k[1] * s_k * d
     dropout = float(arg(args, kwargs, 6, "dropout_p", 0.0)) > 0.0
-    softmax = b * h * s_q * s_k * (SOFTMAX_BACKWARD_FLOPS_PER_ELEMENT + int(dropout))
-    return Flops(products, scaling + softmax)
+    return attention_backward_flops(q, k, v, dropout=dropout)
 
 
 register_formula(_sdpa_cpu, "_scaled_dot_product_flash_attention_for_cpu", products="split")
@@ -117,6 +126,39 @@ register_formula(
     "_scaled_dot_product_fused_attention_overrideable",
     products="split",
 )
+
+
+def _accelerator_sdpa(name: str, *, backward: bool) -> Any:
+    """The CUDA flash / memory-efficient / cuDNN SDPA kernels, counted as the CPU kernel is
+    (torch's formulas for them count the two products only, so a model's total would change
+    with the device). Argument positions come from the operator's schema, so one formula
+    serves each kernel's own signature; q, k, v follow grad_out in the backward."""
+    try:
+        schema = getattr(torch.ops.aten, name).default._schema
+    except (AttributeError, RuntimeError):
+        return None
+    names = [argument.name for argument in schema.arguments]
+    first = 1 if backward else 0
+    dropout_at = names.index("dropout_p")
+    bias_at = names.index("attn_bias") if "attn_bias" in names else None
+
+    def count(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
+        q, k, v = (_as4d(tuple(t.shape)) for t in args[first : first + 3])
+        dropout = float(arg(args, kwargs, dropout_at, "dropout_p", 0.0)) > 0.0
+        if backward:
+            return attention_backward_flops(q, k, v, dropout=dropout)
+        masked = bias_at is not None and arg(args, kwargs, bias_at, "attn_bias", None) is not None
+        return attention_core_flops(q, k, v, masked=masked, dropout=dropout)
+
+    return count
+
+
+for _kernel in ("flash", "efficient", "cudnn"):
+    for _backward in (False, True):
+        _name = f"_scaled_dot_product_{_kernel}_attention" + ("_backward" if _backward else "")
+        _formula = _accelerator_sdpa(_name, backward=_backward)
+        if _formula is not None:
+            register_formula(_formula, _name, products="split")
 
 
 def _mm(rows: int, inner: int, cols: int) -> int:
