@@ -395,7 +395,7 @@ class ExecutionRecord(_Model):
     grad_enabled: bool
     training: bool | None = None
     calls: dict[str, int] = Field(default_factory=dict)
-    # grad mode the workload's own operators ran under (observed in the memory pass):
+    # grad mode the workload's own operators ran under (observed in the memory or FLOPs pass):
     # a workload owns its grad mode, so the caller's ``grad_enabled`` may differ
     workload_grad_enabled: bool | None = None
 

@@ -141,3 +141,23 @@ def test_flops_diagnostics_join_the_report_diagnostics() -> None:
     assert report.flops is not None and report.flops.total.status == "partial"
     codes = [d.code for d in report.diagnostics]
     assert "uncounted_operator" in codes  # at the top, where status is read first
+
+
+def test_flops_pass_alone_observes_the_workloads_grad_mode() -> None:
+    layer = torch.nn.Linear(4, 2)
+    x = torch.randn(3, 4)
+
+    def inference() -> torch.Tensor:
+        with torch.no_grad():  # the workload owns its grad mode
+            return layer(x)
+
+    quiet = {"file": io.StringIO(), "progress": io.StringIO()}
+    with torch.enable_grad():
+        report = measure_workload(inference, memory=False, latency=False, **quiet)
+        trained = measure_workload(lambda: layer(x), memory=False, latency=False, **quiet)
+    assert report.execution.grad_enabled is True  # the caller's mode
+    assert report.execution.workload_grad_enabled is False  # what the operators ran under
+    assert trained.execution.workload_grad_enabled is True
+    # addmm 2*3*4*2 = 48 FLOPs, all tensor products
+    assert report.flops is not None and report.flops.total.value == 48
+    assert report.flops.product_flops is not None and report.flops.product_flops.value == 48

@@ -49,6 +49,7 @@ __all__ = [
     "OwnerKey",
     "OwnerOps",
     "classify_custom_mapping",
+    "count_workload",
     "measure_flops",
 ]
 
@@ -307,6 +308,7 @@ class OperatorCounter:
         self._formula_errors: dict[str, str] = {}
         self._mode: _CountingMode | None = None
         self._used = False
+        self.grad_modes: set[bool] = set()  # grad mode of each recorded operator
 
     # -- context manager ------------------------------------------------------------------
 
@@ -359,6 +361,7 @@ class OperatorCounter:
         out: Any,
     ) -> None:
         kind, formula, name, share = entry
+        self.grad_modes.add(torch.is_grad_enabled())
         key = self._owner() if self._owner is not None else None
         ops = self._by_owner.get(key)
         if ops is None:
@@ -700,6 +703,21 @@ def measure_flops(
     every hook are removed first. ``strict=True`` raises IncompleteAnalysisError (carrying the
     report) when any operator was uncounted.
     """
+    report, _grad = count_workload(workload, custom_mapping=custom_mapping, name=name)
+    if strict and not report.total.is_complete:
+        raise IncompleteAnalysisError(report, ["total"])
+    return report
+
+
+def count_workload(
+    workload: Callable[[], Any],
+    *,
+    custom_mapping: Mapping[Any, Callable[..., int]] | None = None,
+    name: str | None = None,
+) -> tuple[FlopReport, bool | None]:
+    """measure_flops' pass, also returning the grad mode the workload's operators ran under
+    (True if any ran with grad enabled; None if no operator ran): a workload owns its grad
+    mode, and measure_workload records what it observed."""
     if not callable(workload):
         raise TypeError(f"workload must be a zero-argument callable, got {type(workload).__name__}")
     custom = classify_custom_mapping(custom_mapping)
@@ -709,6 +727,5 @@ def measure_flops(
         with tracker, counter:
             workload()
         report = counter.report(name=name, scope="workload", module_rollup=True)
-    if strict and not report.total.is_complete:
-        raise IncompleteAnalysisError(report, ["total"])
-    return report
+    modes = counter.grad_modes
+    return report, (True in modes) if modes else None

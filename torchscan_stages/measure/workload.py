@@ -281,13 +281,16 @@ def measure_workload(
             status = MARKERS[run.section.warmed.status]
         elif pass_name == "memory":
             mem = run_peak_memory(workload, resolved)
-            observed_grad = mem.grad_enabled
+            if observed_grad is None:
+                observed_grad = mem.grad_enabled
             report_parts["memory"] = mem.section
             diagnostics += mem.diagnostics
             calls["memory"] = mem.calls
             status = " ".join(MARKERS[r.status] for r in mem.section.results)
         elif pass_name == "flops":
-            flop_report = _run_flops(workload, diagnostics)
+            flop_report, flops_grad = _run_flops(workload, diagnostics)
+            if observed_grad is None:
+                observed_grad = flops_grad
             report_parts["flops"] = flop_report
             calls["flops"] = flop_report.workload_calls
             status = MARKERS[flop_report.total.status]
@@ -329,17 +332,18 @@ def measure_workload(
     return report
 
 
-def _run_flops(workload: Workload, diagnostics: list[Diagnostic]) -> FlopReport:
-    """Operator FLOPs via the analysis package, imported only when this pass runs.
+def _run_flops(workload: Workload, diagnostics: list[Diagnostic]) -> tuple[FlopReport, bool | None]:
+    """Operator FLOPs via the analysis package, imported only when this pass runs, and the
+    grad mode the workload's operators ran under.
 
     Its diagnostics (uncounted operators) join the report's own list, so status and
     diagnostics stay together wherever the report is read.
     """
-    from ..analysis.operators import measure_flops
+    from ..analysis.operators import count_workload
 
-    report = measure_flops(workload)
+    report, grad = count_workload(workload)
     diagnostics += report.diagnostics
-    return report
+    return report, grad
 
 
 __all__ = ["format_summary", "measure_workload"]
