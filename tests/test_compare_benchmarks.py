@@ -204,6 +204,8 @@ def test_flop_and_memory_deltas_use_complete_values_of_one_scope() -> None:
     # mm FLOPs: 2 * 8^3 = 1024 vs 2 * 16^3 = 8192 -> ratio 8
     assert (flops.baseline.value, flops.candidate.value) == (1024, 8192)
     assert (flops.ratio, flops.verdict) == (8.0, "increased")
+    products = by_metric["product_flops.workload"]  # an mm is all tensor products
+    assert (products.baseline.value, products.candidate.value, products.ratio) == (1024, 8192, 8.0)
     memory = by_metric["memory.cpu_tracked_tensors"]
     # output tensors: 8*8*4 = 256 bytes vs 16*16*4 = 1024 bytes -> ratio 4
     assert (memory.baseline.value, memory.candidate.value, memory.ratio) == (256, 1024, 4.0)
@@ -217,4 +219,7 @@ def test_saved_reports_compare_their_flops() -> None:
     base = measure_workload(lambda: small @ small, latency=False, memory=False, progress=False)
     cand = measure_workload(lambda: large @ large, latency=False, memory=False, progress=False)
     result = compare_benchmarks(base, cand)
-    assert [(d.metric, d.ratio) for d in result.deltas] == [("flops.workload", 8.0)]
+    assert [(d.metric, d.ratio) for d in result.deltas] == [
+        ("flops.workload", 8.0),
+        ("product_flops.workload", 8.0),
+    ]

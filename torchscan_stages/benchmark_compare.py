@@ -287,10 +287,19 @@ def _memory_deltas(
 def _flop_deltas(
     baseline: FlopReport | None, candidate: FlopReport | None, *, min_effect: float
 ) -> list[PerformanceDelta]:
-    """Operator-FLOP delta of one call (same scope and method only)."""
+    """Operator-FLOP deltas of one call (same scope and method only): the total, and its
+    tensor-product share when both reports carry it (each compared only with its own kind)."""
     if baseline is None or candidate is None:
         return []
-    return _count_deltas("flops", [baseline.total], [candidate.total], min_effect=min_effect)
+    deltas = _count_deltas("flops", [baseline.total], [candidate.total], min_effect=min_effect)
+    if baseline.product_flops is not None and candidate.product_flops is not None:
+        deltas += _count_deltas(
+            "product_flops",
+            [baseline.product_flops],
+            [candidate.product_flops],
+            min_effect=min_effect,
+        )
+    return deltas
 
 
 def _withhold(deltas: list[PerformanceDelta], check: CheckResult) -> list[PerformanceDelta]:
