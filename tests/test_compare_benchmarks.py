@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Callable
 
@@ -223,3 +224,25 @@ def test_saved_reports_compare_their_flops() -> None:
         ("flops.workload", 8.0),
         ("product_flops.workload", 8.0),
     ]
+
+
+def test_reports_from_another_package_version_are_not_comparable() -> None:
+    from torchscan_stages.measure.workload import measure_workload
+    from torchscan_stages.provenance import environment_fingerprint, environment_hash
+
+    a = torch.randn(8, 8)
+    quiet = {"latency": False, "memory": False, "progress": False, "file": io.StringIO()}
+    base = measure_workload(lambda: a @ a, **quiet)
+    # the same environment with the package before the counting conventions changed
+    older = {**environment_fingerprint(), "package_version": "0.1.0"}
+    assert environment_hash(older) != base.provenance.env_hash
+    old = base.model_copy(
+        update={
+            "provenance": base.provenance.model_copy(
+                update={"package_version": "0.1.0", "env_hash": environment_hash(older)}
+            )
+        }
+    )
+    result = compare_benchmarks(old, base)
+    assert {d.verdict for d in result.deltas} == {"not_comparable"}
+    assert any(d.message.startswith("env_hash is different") for d in result.diagnostics)
