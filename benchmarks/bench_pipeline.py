@@ -14,13 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from worktree import copy_working_tree  # benchmarks/worktree.py
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -54,24 +55,6 @@ def _median(cmd: list[str], cwd: Path, env: dict[str, str], repeat: int) -> floa
     return statistics.median(_run(cmd, cwd, env) for _ in range(repeat))
 
 
-def _copy_tree(target: Path) -> None:
-    names = (
-        subprocess.run(
-            ["git", "ls-files", "-co", "--exclude-standard", "-z"],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-        )
-        .stdout.decode()
-        .split("\0")
-    )
-    for name in filter(None, names):
-        source = ROOT / name
-        if source.is_file() and not name.startswith(("reports/", "metrics/", "dvc.lock")):
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
@@ -79,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     env = _env()
     with tempfile.TemporaryDirectory(prefix="bench_pipeline_") as tmp:
         repo = Path(tmp) / "repo"
-        _copy_tree(repo)
+        copy_working_tree(ROOT, repo)
         params = repo / "params.yaml"
         text = params.read_text(encoding="utf-8")
         params.write_text(

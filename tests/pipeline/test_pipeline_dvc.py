@@ -7,15 +7,16 @@ The tests run in file order and share that copy; each leaves it reproduced.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import yaml
@@ -25,6 +26,19 @@ from torchscan_stages.report import FlopReport, load_report
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _worktree() -> ModuleType:
+    """benchmarks/worktree.py, shared with the pipeline benchmark (loaded by path)."""
+    spec = importlib.util.spec_from_file_location(
+        "_bench_worktree", ROOT / "benchmarks" / "worktree.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 BIN = Path(sys.executable).parent
 MEASUREMENTS = {"crawl", "flops", "memory", "latency", "rss", "profile", "compare"}
 REPORTS = ("crawl", "flops", "memory", "latency", "rss", "profile", "compare", "compare_diff")
@@ -89,21 +103,7 @@ def _commit(repo: Path, message: str) -> None:
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("pipeline") / "repo"
-    files = (
-        subprocess.run(
-            ["git", "ls-files", "-co", "--exclude-standard", "-z"],
-            cwd=ROOT,
-            capture_output=True,
-            check=True,
-        )
-        .stdout.decode()
-        .split("\0")
-    )
-    for name in filter(None, files):
-        source = ROOT / name
-        if source.is_file() and not name.startswith(("reports/", "metrics/", "dvc.lock")):
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name)
+    _worktree().copy_working_tree(ROOT, target)
     _sh(target, "git", "init", "-q")
     # Tiny timing so the file stays fast; the rss timeout stays generous (2-core CI).
     _set_params(
