@@ -9,10 +9,11 @@ KEYS = (*WORKLOAD_KEYS, "profile")
 
 def run(ctx: StageContext) -> None:
     from ..measure.profile import profile_workload
+    from ..pipeline.quiet import without_kineto_lines
     from ..pipeline.workload import build_workload, thread_settings
 
     workload = build_workload(ctx.config)
-    with thread_settings(ctx.config.threads):
+    with thread_settings(ctx.config.threads), without_kineto_lines():
         report = profile_workload(
             workload,
             device=workload.device,
