@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -461,3 +462,18 @@ def test_multiplying_own_work_keeps_macs_unknown() -> None:
 def test_mac_free_operators_all_have_builtin_formulas() -> None:
     known = {str(packet) for packet in FORMULAS}
     assert known >= _MAC_FREE_OPERATORS, sorted(_MAC_FREE_OPERATORS - known)
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_garbage_collector_state_is_restored(collecting: bool) -> None:
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    was = gc.isenabled()
+    (gc.enable if collecting else gc.disable)()
+    try:
+        crawl_module(model, (4,))
+        assert gc.isenabled() is collecting
+        with pytest.raises(RuntimeError):
+            crawl_module(model, (5,))  # wrong width: the forward raises
+        assert gc.isenabled() is collecting
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -644,6 +644,20 @@ def crawl_module(
     call_args, call_kwargs = _prepare_call(module, input_shape, args, kwargs, dtype, device, mode)
     custom = validate_custom_modules(custom_modules)
     mapping = classify_custom_mapping(custom_mapping)
+    with gc_paused():  # see _gc: setup, forward and assembly allocate without collections
+        return _crawl(module, mode, strict, call_args, call_kwargs, custom, mapping)
+
+
+def _crawl(
+    module: nn.Module,
+    mode: Mode,
+    strict: bool,
+    call_args: tuple[Any, ...],
+    call_kwargs: dict[str, Any],
+    custom: Mapping[type[nn.Module], ModuleHandler],
+    mapping: dict[Any, Any],
+) -> AnalysisReport:
+    """crawl_module after its arguments are checked: hooks, one forward, the report."""
     full = mode == "full"
 
     named = list(module.named_modules())
@@ -727,7 +741,7 @@ def crawl_module(
         handles.append(register_module_forward_pre_hook(pre_hook))
         handles.append(register_module_forward_hook(post_hook, with_kwargs=True))
         module.eval()
-        with torch.no_grad(), gc_paused():
+        with torch.no_grad():
             if full:
                 counter = OperatorCounter(mapping or None, owner=owner)
                 with counter:
@@ -743,8 +757,7 @@ def crawl_module(
         for sub, flag in flags:
             sub.training = flag
 
-    with gc_paused():
-        return _assemble(module, mode, strict, calls, counter, call_args, call_kwargs)
+    return _assemble(module, mode, strict, calls, counter, call_args, call_kwargs)
 
 
 def _assemble(
