@@ -80,14 +80,6 @@ def _as4d(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (lead, shape[-3], shape[-2], shape[-1])
 
 
-def _sdpa_cpu(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
-    """_scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal, *, attn_mask)."""
-    q, k, v = (_as4d(tuple(t.shape)) for t in args[:3])
-    dropout = float(arg(args, kwargs, 3, "dropout_p", 0.0)) > 0.0
-    masked = kwargs.get("attn_mask") is not None
-    return attention_core_flops(q, k, v, masked=masked, dropout=dropout)
-
-
 def attention_backward_flops(
     q_shape: tuple[int, ...], k_shape: tuple[int, ...], v_shape: tuple[int, ...], *, dropout: bool
 ) -> Flops:
@@ -100,39 +92,13 @@ def attention_backward_flops(
     return Flops(products, scaling + softmax)
 
 
-def _sdpa_cpu_backward(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
-    """(grad_out, q, k, v, out, logsumexp, dropout_p, is_causal, *, attn_mask, scale)."""
-    _grad, q, k, v = (_as4d(tuple(t.shape)) for t in args[:4])
-    dropout = float(arg(args, kwargs, 6, "dropout_p", 0.0)) > 0.0
-    return attention_backward_flops(q, k, v, dropout=dropout)
-
-
-register_formula(_sdpa_cpu, "_scaled_dot_product_flash_attention_for_cpu", products="split")
-register_formula(
-    _sdpa_cpu_backward, "_scaled_dot_product_flash_attention_for_cpu_backward", products="split"
-)
-
-
-def _sdpa_fused_overrideable(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
-    """(q, k, v, attn_bias, dropout_p, ...): as the CPU kernel."""
-    q, k, v = (_as4d(tuple(t.shape)) for t in args[:3])
-    masked = arg(args, kwargs, 3, "attn_bias", None) is not None
-    dropout = float(arg(args, kwargs, 4, "dropout_p", 0.0)) > 0.0
-    return attention_core_flops(q, k, v, masked=masked, dropout=dropout)
-
-
-register_formula(
-    _sdpa_fused_overrideable,
-    "_scaled_dot_product_fused_attention_overrideable",
-    products="split",
-)
-
-
-def _accelerator_sdpa(name: str, *, backward: bool) -> Any:
-    """The CUDA flash / memory-efficient / cuDNN SDPA kernels, counted as the CPU kernel is
-    (torch's formulas for them count the two products only, so a model's total would change
-    with the device). Argument positions come from the operator's schema, so one formula
-    serves each kernel's own signature; q, k, v follow grad_out in the backward."""
+def _sdpa_kernel(name: str, *, backward: bool) -> Any:
+    """One formula for every fused SDPA kernel (CPU flash, the overrideable fused kernel, CUDA
+    flash / memory-efficient / cuDNN), forward or backward, so a model's total does not change
+    with the kernel torch picks (torch's own formulas for the CUDA kernels count the two
+    products only). Argument positions come from the operator's schema: q, k, v come first
+    (after grad_out in a backward), the mask is ``attn_mask`` or ``attn_bias``. None when this
+    torch has no such kernel or its signature lacks ``dropout_p``."""
     try:
         schema = getattr(torch.ops.aten, name).default._schema
     except (AttributeError, RuntimeError):
@@ -142,25 +108,33 @@ def _accelerator_sdpa(name: str, *, backward: bool) -> Any:
         return None
     first = 1 if backward else 0
     dropout_at = names.index("dropout_p")
-    bias_at = names.index("attn_bias") if "attn_bias" in names else None
+    mask_name = next((n for n in ("attn_bias", "attn_mask") if n in names), "")
+    mask_at = names.index(mask_name) if mask_name else None
 
     def count(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
         q, k, v = (_as4d(tuple(t.shape)) for t in args[first : first + 3])
         dropout = float(arg(args, kwargs, dropout_at, "dropout_p", 0.0)) > 0.0
-        if backward:
+        if backward:  # as torch counts flash/efficient backward; a mask adds no backward work
             return attention_backward_flops(q, k, v, dropout=dropout)
-        masked = bias_at is not None and arg(args, kwargs, bias_at, "attn_bias", None) is not None
+        masked = mask_at is not None and arg(args, kwargs, mask_at, mask_name, None) is not None
         return attention_core_flops(q, k, v, masked=masked, dropout=dropout)
 
     return count
 
 
-for _kernel in ("flash", "efficient", "cudnn"):
-    for _backward in (False, True):
-        _name = f"_scaled_dot_product_{_kernel}_attention" + ("_backward" if _backward else "")
-        _formula = _accelerator_sdpa(_name, backward=_backward)
-        if _formula is not None:
-            register_formula(_formula, _name, products="split")
+for _name, _backward in (
+    ("_scaled_dot_product_flash_attention_for_cpu", False),
+    ("_scaled_dot_product_flash_attention_for_cpu_backward", True),
+    ("_scaled_dot_product_fused_attention_overrideable", False),
+    *(
+        (f"_scaled_dot_product_{kernel}_attention{suffix}", suffix == "_backward")
+        for kernel in ("flash", "efficient", "cudnn")
+        for suffix in ("", "_backward")
+    ),
+):
+    _formula = _sdpa_kernel(_name, backward=_backward)
+    if _formula is not None:
+        register_formula(_formula, _name, products="split")
 
 
 def _mm(rows: int, inner: int, cols: int) -> int:
