@@ -137,8 +137,8 @@ def trusted_construct(cls: type[_M], values: dict[str, Any]) -> _M:
 
     What ``model_construct`` does for such values, without its per-field alias and default
     loop, which dominated the per-layer cost of a crawl of thousands of layers. Models with a
-    post-init hook or missing fields go through ``model_construct`` (tests check that both
-    give equal instances for every model built this way).
+    post-init hook, or values that miss or misname a field, go through ``model_construct``
+    (a test checks both give equal instances).
     """
     fields = cls.__pydantic_fields__
     if (

@@ -454,18 +454,17 @@ def _build(calls: list[_Call], mode: Mode, counter: OperatorCounter | None) -> _
 
     # aggregates: children have larger indices than their parent, so one reverse pass
     aggregates: list[dict[str, MetricResult]] = [{} for _ in range(n)]
-    unavailable = {name: _UNAVAILABLE[name] for name in COST_METRICS}
     for i in range(n - 1, -1, -1):
         call = calls[i]
         mine_all = own[i]
         if mode == "structure":
-            aggregates[i] = dict(unavailable)
+            aggregates[i] = {name: _UNAVAILABLE[name] for name in COST_METRICS}
         elif not call.children:  # a leaf: its own part is its whole call
-            aggregates[i] = {name: mine_all.get(name) or unavailable[name] for name in COST_METRICS}
+            aggregates[i] = {m: mine_all.get(m) or _UNAVAILABLE[m] for m in COST_METRICS}
         else:
             inclusive = call.handler is not None and call.handler.inclusive
             for name in COST_METRICS:
-                mine = mine_all.get(name) or unavailable[name]
+                mine = mine_all.get(name) or _UNAVAILABLE[name]
                 if inclusive and name in mine_all:
                     aggregates[i][name] = mine
                 else:

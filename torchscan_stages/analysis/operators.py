@@ -12,9 +12,10 @@ Every operator that reaches the dispatcher ends in exactly one of three outcomes
 Beside the total, ``product_flops`` keeps the tensor-product share (matmul, convolution,
 attention's two batched products, RNN gate products): the convention of torch's
 FlopCounterMode and fvcore, so a report can be checked against theirs or a paper's figure.
-Every built-in formula declares its share (``op_formulas.PRODUCT_SHARE``); torch's registry
-holds products only; a ``custom_mapping`` formula's share is unknown, so it leaves
-``product_flops`` a lower bound with an ``unclassified_operator`` diagnostic.
+Every built-in formula declares its share (``op_formulas.PRODUCT_SHARE``); torch's shipped
+registry holds products only; the share of a ``custom_mapping`` formula, or of one registered
+with torch after import, is unknown, so it leaves ``product_flops`` a lower bound with an
+``unclassified_operator`` diagnostic.
 
 Operators with a CompositeImplicitAutograd kernel and no formula are decomposed (as torch's
 FlopCounterMode does) so their parts are counted instead. Formulas are merged into one table
@@ -192,9 +193,10 @@ def _base_tables() -> tuple[dict[Any, RawFormula], dict[Any, int]]:
 
     Building them hashes every packet through Python-level ``__hash__``, which cost more than
     a small model's whole forward when done per counter. Precedence: torch's shipped formulas
-    < this package's (they agree on mm, addmm, bmm, baddbmm, counted here without torch's
-    nested pytree wrappers) < formulas registered with torch after import. Published as one
-    tuple, so a concurrent reader never sees a table without its shares.
+    < this package's (same arithmetic for mm, addmm, bmm, baddbmm, convolution and
+    _convolution, read off the tensors without torch's pytree mapping) < formulas registered
+    with torch after import. Published as one tuple, so a concurrent reader never sees a table
+    without its shares.
     """
     global _BASE
     key = (len(_torch_flop_registry), len(FORMULAS))
@@ -374,14 +376,11 @@ class OperatorCounter:
                     if type(value) is not Flops:
                         raise _FormulaError(f"returned {value!r}, expected Flops(products, other)")
                     products = _whole_flops(value.products)
-                    other = _whole_flops(value.other)
-                    if other < 0:
-                        raise _FormulaError(f"negative FLOPs ({value!r})")
-                    flops = products + other
+                    flops = products + _whole_flops(value.other)
                 else:
                     flops = _whole_flops(value)
                     products = flops if share == _P_ALL else 0
-                if flops < 0 or products < 0:
+                if products < 0 or flops < products:  # a negative part of either kind
                     raise _FormulaError(f"negative FLOPs ({value!r})")
             except Exception as error:  # a broken formula must not break the workload
                 self._formula_errors.setdefault(str(func), f"{type(error).__name__}: {error}")

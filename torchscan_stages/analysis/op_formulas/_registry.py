@@ -40,9 +40,6 @@ class Flops:
     def __add__(self, more: Flops) -> Flops:
         return Flops(self.products + more.products, self.other + more.other)
 
-    def scaled(self, factor: int) -> Flops:
-        return Flops(self.products * factor, self.other * factor)
-
 
 RawFormula: TypeAlias = Callable[[tuple[Any, ...], dict[str, Any], Any], "int | Flops"]
 Packet: TypeAlias = torch._ops.OpOverloadPacket
