@@ -3,72 +3,79 @@
 from __future__ import annotations
 
 import io
-import time
 from collections.abc import Callable
 
 import pytest
 import torch
+from simulated_clock import SimulatedClock
 
-from torchscan_stages.compare import compare_benchmarks
-from torchscan_stages.interleave import RatioEstimate, latency_verdict, ratio_of_medians
+from torchscan_stages.compare.benchmarks import compare_benchmarks
+from torchscan_stages.compare.interleave import RatioEstimate, latency_verdict, ratio_of_medians
 from torchscan_stages.measure.latency import measure_latency
 from torchscan_stages.render import render_report
 from torchscan_stages.report import BenchmarkComparison, load_report
-
-UNIT_S = 0.0001  # one unit of busy work: 0.1 ms
-
-
-def _busy(units: int) -> Callable[[], int]:
-    """A workload that spins ``units`` x 0.1 ms: its cost scales exactly with ``units``."""
-
-    def workload() -> int:
-        for _ in range(units):
-            end = time.perf_counter() + UNIT_S
-            while time.perf_counter() < end:
-                pass
-        return units
-
-    return workload
 
 
 def _always(passed: bool) -> Callable[[object, object], bool]:
     return lambda base, cand: passed
 
 
-def test_a_a_is_never_faster_or_slower() -> None:
+def _busy(units: int) -> Callable[[], int]:
+    """A real (cheap) workload for tests that assert no timing: it returns ``units``."""
+    return lambda: units
+
+
+def test_a_a_is_never_faster_or_slower(sim_clock: SimulatedClock) -> None:
+    # both sides cost 1 ms +- 2% (uniform, seeded): no verdict may claim a difference
     verdicts = [
-        compare_benchmarks(_busy(10), _busy(10), check=_always(True)).deltas[0].verdict
-        for _ in range(10)
+        compare_benchmarks(
+            sim_clock.workload(1e-3, noise=0.02, seed=2 * i),
+            sim_clock.workload(1e-3, noise=0.02, seed=2 * i + 1),
+            check=_always(True),
+            clock=sim_clock,
+        )
+        .deltas[0]
+        .verdict
+        for i in range(10)
     ]
     assert not {"faster", "slower"} & set(verdicts), verdicts
 
 
-def test_thirty_percent_slower_candidate() -> None:
-    # baseline 10 units, candidate 13 units of the same busy work -> ratio 13 / 10 = 1.3;
-    # on a quiet machine the bootstrap interval is ~1e-5 wide and the call overhead puts the
-    # measured ratio just below 1.3: the 0.5% default floor keeps run-to-run honesty
-    result = compare_benchmarks(_busy(10), _busy(13), check=_always(True), min_run_time=0.5)
+def test_thirty_percent_slower_candidate(sim_clock: SimulatedClock) -> None:
+    # baseline 1 ms, candidate 1.3 ms per call, each +- 1%: true ratio 1.3 / 1 = 1.3
+    result = compare_benchmarks(
+        sim_clock.workload(1e-3, noise=0.01, seed=1),
+        sim_clock.workload(1.3e-3, noise=0.01, seed=2),
+        check=_always(True),
+        clock=sim_clock,
+    )
     latency = result.deltas[0]
     assert latency.metric == "latency.warmed"
     assert latency.verdict == "slower", latency.reason
     assert latency.ci_low is not None and latency.ci_high is not None
     assert latency.ci_low <= 1.3 <= latency.ci_high, (latency.ci_low, latency.ci_high)
+    assert latency.ratio == pytest.approx(1.3, rel=0.01)  # block means of +-1% noise
     throughput = result.deltas[1]
     assert throughput.metric == "throughput"
     assert throughput.ratio == pytest.approx(1 / latency.ratio)  # type: ignore[operator]
 
 
-def test_failed_check_withholds_every_delta() -> None:
+def test_failed_check_withholds_every_delta(sim_clock: SimulatedClock) -> None:
     def check(base: int, cand: int) -> dict[str, object]:
         error = abs(base - cand) / base  # outputs 10 and 11 -> relative error 0.1
         return {"passed": error <= 1e-3, "detail": f"relative error {error}", "tolerance": 1e-3}
 
-    result = compare_benchmarks(_busy(10), _busy(11), check=check, min_run_time=0.1)
+    result = compare_benchmarks(
+        sim_clock.workload(1e-3, output=10),
+        sim_clock.workload(0.5e-3, output=11),  # looks 2x faster, but its outputs are wrong
+        check=check,
+        clock=sim_clock,
+    )
     assert result.check.performed and result.check.passed is False
     assert result.check.tolerance == 1e-3
     assert result.check.detail == "relative error 0.1"
     assert result.deltas and all(d.verdict == "withheld" and d.withheld for d in result.deltas)
-    assert result.deltas[0].ratio is not None  # still visible, only marked
+    assert result.deltas[0].ratio == pytest.approx(0.5)  # still visible, only marked
     assert any(d.code == "check_failed" for d in result.diagnostics)
     assert load_report(result.model_dump_json()) == result
     page = render_report(result)
@@ -116,14 +123,14 @@ def test_check_is_required_for_workloads() -> None:
         compare_benchmarks(_busy(1), _busy(1))
 
 
-def test_saved_reports_record_check_not_performed() -> None:
-    base = measure_latency(_busy(10), min_run_time=0.2)
-    cand = measure_latency(_busy(20), min_run_time=0.2)
+def test_saved_reports_record_check_not_performed(sim_clock: SimulatedClock) -> None:
+    base = measure_latency(sim_clock.workload(1e-3, noise=0.01, seed=1), clock=sim_clock)
+    cand = measure_latency(sim_clock.workload(2e-3, noise=0.01, seed=2), clock=sim_clock)
     result = compare_benchmarks(base, cand)
     assert isinstance(result, BenchmarkComparison)
     assert (result.check.performed, result.check.passed) == (False, None)
-    assert result.deltas[0].verdict == "slower"  # 20 units vs 10 units -> ratio near 2
-    assert result.deltas[0].ratio == pytest.approx(2.0, rel=0.1)
+    assert result.deltas[0].verdict == "slower"  # 2 ms vs 1 ms per call -> ratio 2
+    assert result.deltas[0].ratio == pytest.approx(2.0, rel=0.01)
 
 
 def test_saved_reports_from_different_devices_are_not_comparable() -> None:

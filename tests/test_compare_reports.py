@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from torchscan_stages.compare import compare_reports, metric_delta
+from torchscan_stages.compare.reports import compare_reports, metric_delta
 from torchscan_stages.provenance import build_provenance
 from torchscan_stages.report import (
     AnalysisReport,

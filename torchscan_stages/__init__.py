@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from .analysis.handlers import ModuleHandler
     from .analysis.operators import measure_flops
     from .analysis.summary import summary
-    from .benchmark_compare import compare_benchmarks
-    from .compare import compare_reports
+    from .compare.benchmarks import compare_benchmarks
+    from .compare.reports import compare_reports
     from .measure.latency import measure_latency
     from .measure.memory import measure_peak_memory
     from .measure.profile import profile_workload
@@ -46,8 +46,8 @@ _PUBLIC: dict[str, str] = {
     "measure_peak_rss": ".measure.rss",
     "profile_workload": ".measure.profile",
     "measure_workload": ".measure.workload",
-    "compare_reports": ".compare",
-    "compare_benchmarks": ".benchmark_compare",
+    "compare_reports": ".compare.reports",
+    "compare_benchmarks": ".compare.benchmarks",
     "render_report": ".render",
     "load_report": ".report",
     "AnalysisReport": ".report",

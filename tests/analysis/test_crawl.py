@@ -12,7 +12,7 @@ from torch import nn
 
 from torchscan_stages.analysis.crawl import _MAC_FREE_OPERATORS, crawl_module
 from torchscan_stages.analysis.handlers import CallContext, ModuleHandler, register_handler
-from torchscan_stages.analysis.op_formulas import FORMULAS
+from torchscan_stages.analysis.operator_formulas import FORMULAS
 from torchscan_stages.report import AnalysisReport, IncompleteAnalysisError, MetricResult
 from torchscan_stages.zoo import small_resnet, tiny_transformer
 

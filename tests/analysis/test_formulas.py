@@ -11,8 +11,8 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from torchscan_stages.analysis.crawl import crawl_module
-from torchscan_stages.analysis.formulas.pooling import adaptive_windows
-from torchscan_stages.analysis.formulas.recurrent import rnn_cost
+from torchscan_stages.analysis.module_formulas.pooling import adaptive_windows
+from torchscan_stages.analysis.module_formulas.recurrent import rnn_cost
 
 
 def root(module: nn.Module, *args: Any, **kwargs: Any) -> dict[str, Any]:

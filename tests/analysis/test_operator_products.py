@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode, flop_registry, register_flop_formula
 
 from torchscan_stages import FlopReport, load_report
-from torchscan_stages.analysis.op_formulas import FORMULAS, PRODUCT_SHARE, Flops
+from torchscan_stages.analysis.operator_formulas import FORMULAS, PRODUCT_SHARE, Flops
 from torchscan_stages.analysis.operators import OperatorCounter, measure_flops
 
 aten = torch.ops.aten

@@ -8,12 +8,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
 
-from torchscan_stages.analysis.op_formulas import FORMULAS, IGNORED
-from torchscan_stages.analysis.op_formulas.attention import (
+from torchscan_stages.analysis.operator_formulas import FORMULAS, IGNORED
+from torchscan_stages.analysis.operator_formulas.attention import (
     sdpa_backward_products,
     sdpa_products,
 )
-from torchscan_stages.analysis.op_formulas.pooling import adaptive_window_elements
+from torchscan_stages.analysis.operator_formulas.pooling import adaptive_window_elements
 from torchscan_stages.analysis.operators import measure_flops
 
 aten = torch.ops.aten

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-import torchscan_stages.measure.rss_child as rss_child_module
+import torchscan_stages.measure.rss_phases as rss_phases_module
 from torchscan_stages.measure.rss import measure_peak_rss
 from torchscan_stages.report import BenchmarkReport
 
@@ -61,7 +61,7 @@ def test_400_mib_child_is_at_least_400_mib_above_bare(bare_python: BenchmarkRepo
 @posix_only
 def test_400_mib_is_captured_exactly_within_one_process() -> None:
     script = (
-        "from torchscan_stages.measure.rss_child import mark_phase\n"
+        "from torchscan_stages.measure.rss_phases import mark_phase\n"
         "mark_phase('interpreter')\n" + TOUCH_400_MIB + "mark_phase('allocate')\n"
     )
     report = measure_peak_rss([sys.executable, "-c", script], timeout=60)
@@ -142,7 +142,7 @@ def test_timeout_kills_the_whole_group_within_timeout_plus_2s(tmp_path: Path) ->
 @posix_only
 def test_phases_report_their_own_peaks() -> None:
     script = (
-        "from torchscan_stages.measure.rss_child import mark_phase\n"
+        "from torchscan_stages.measure.rss_phases import mark_phase\n"
         "mark_phase('import')\n"
         "x = bytearray(200 * 2**20)\n"
         "for i in range(0, len(x), 4096):\n"
@@ -163,20 +163,20 @@ def test_phases_report_their_own_peaks() -> None:
     assert _peak(report) >= allocated  # the overall peak covers every phase
 
 
-def test_rss_child_imports_no_torch(tmp_path: Path) -> None:
-    """Loaded by file path so the package __init__ is not involved: only rss_child itself."""
-    path = Path(rss_child_module.__file__)
+def test_rss_phases_imports_no_torch(tmp_path: Path) -> None:
+    """Loaded by file path so the package __init__ is not involved: only rss_phases itself."""
+    path = Path(rss_phases_module.__file__)
     script = (
         "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('rss_child', {str(path)!r})\n"
+        f"spec = importlib.util.spec_from_file_location('rss_phases', {str(path)!r})\n"
         "module = importlib.util.module_from_spec(spec)\n"
         "spec.loader.exec_module(module)\n"
         "record = module.mark_phase('import')\n"
-        "assert 'torch' not in sys.modules, 'rss_child imported torch'\n"
+        "assert 'torch' not in sys.modules, 'rss_phases imported torch'\n"
         "assert not any(m.startswith('torchscan_stages') for m in sys.modules)\n"
         "print(record['name'])\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != rss_child_module.PHASE_FILE_ENV}
+    env = {k: v for k, v in os.environ.items() if k != rss_phases_module.PHASE_FILE_ENV}
     done = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
@@ -191,9 +191,9 @@ def test_rss_child_imports_no_torch(tmp_path: Path) -> None:
 
 def test_mark_phase_refuses_bad_names() -> None:
     with pytest.raises(ValueError, match="mark_phase"):
-        rss_child_module.mark_phase("")
+        rss_phases_module.mark_phase("")
     with pytest.raises(ValueError, match="mark_phase"):
-        rss_child_module.mark_phase("a\nb")
+        rss_phases_module.mark_phase("a\nb")
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from torch.nn.modules.module import (
 )
 from torch.utils._python_dispatch import _disable_current_modes
 
-from ..measure.devices import resolve_device
+from ..devices import resolve_device
 from ..provenance import build_provenance
 from ..report import (
     AnalysisReport,
@@ -38,7 +38,7 @@ from ..report import (
     combine_sum,
     trusted_construct,
 )
-from . import formulas  # noqa: F401  (fills the built-in handler registry)
+from . import module_formulas  # noqa: F401  (fills the built-in handler registry)
 from ._gc import gc_paused
 from .handlers import (
     FORMULA_METRICS,

@@ -3,7 +3,7 @@
 Every operator that reaches the dispatcher ends in exactly one of three outcomes, kept apart:
 
 * **counted** -- a formula is known (user ``custom_mapping`` > torch's ``flop_registry`` >
-  this package's ``op_formulas``); its FLOPs are added (a formula may return 0);
+  this package's ``operator_formulas``); its FLOPs are added (a formula may return 0);
 * **ignored** -- a view, metadata, allocation, copy, selection or RNG operator: 0 FLOPs with a
   stated reason, listed in ``ignored_operators``;
 * **uncounted** -- no formula and not known to be free: listed with its call count as an
@@ -12,7 +12,7 @@ Every operator that reaches the dispatcher ends in exactly one of three outcomes
 Beside the total, ``product_flops`` keeps the tensor-product share (matmul, convolution,
 attention's two batched products, RNN gate products): the convention of torch's
 FlopCounterMode and fvcore, so a report can be checked against theirs or a paper's figure.
-Every built-in formula declares its share (``op_formulas.PRODUCT_SHARE``); torch's shipped
+Every built-in formula declares its share (``operator_formulas.PRODUCT_SHARE``); torch's shipped
 registry holds products only; the share of a ``custom_mapping`` formula, or of one registered
 with torch after import, is unknown, so it leaves ``product_flops`` a lower bound with an
 ``unclassified_operator`` diagnostic.
@@ -43,7 +43,7 @@ from ..report import (
     OperatorCount,
 )
 from ._gc import gc_paused
-from .op_formulas import CONVENTIONS, FORMULAS, IGNORED, PRODUCT_SHARE, Flops, RawFormula
+from .operator_formulas import CONVENTIONS, FORMULAS, IGNORED, PRODUCT_SHARE, Flops, RawFormula
 
 __all__ = [
     "OperatorCounter",

@@ -10,7 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..compare import compare_benchmarks, compare_reports
+from ..compare.benchmarks import compare_benchmarks
+from ..compare.reports import compare_reports
 from ..report import (
     AnalysisReport,
     BenchmarkComparison,

@@ -30,9 +30,7 @@ from typing import Any
 
 import torch
 
-from ..provenance import build_provenance
-from ..report import BenchmarkReport, Diagnostic, LatencySection, LatencyStats, MetricResult
-from .devices import (
+from ..devices import (
     check_workload,
     execution_record,
     is_synchronized,
@@ -40,10 +38,12 @@ from .devices import (
     resolve_device,
     unsynchronized_accelerator,
 )
+from ..provenance import build_provenance
+from ..report import BenchmarkReport, Diagnostic, LatencySection, LatencyStats, MetricResult
+from ..workload_type import Workload
 from .stats import relative_iqr, summarize
 
 Clock = Callable[[], float]
-Workload = Callable[[], Any]
 Progress = Callable[[str], None]
 
 DEFAULT_WARMUP_S = 0.02

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,11 +28,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from ..devices import check_workload, execution_record, resolve_device
 from ..provenance import build_provenance
 from ..report import BenchmarkReport, Diagnostic, MemorySection, MetricResult
-from .devices import check_workload, execution_record, resolve_device
-
-Workload = Callable[[], Any]
+from ..workload_type import Workload
 
 
 class TrackedTensorMemory(TorchDispatchMode):

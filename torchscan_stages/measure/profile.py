@@ -8,7 +8,6 @@ and nested operators overlap, so they explain where time goes but are never late
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,11 +15,10 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from ..devices import check_workload, execution_record, make_synchronize, resolve_device
 from ..provenance import build_provenance
 from ..report import BenchmarkReport, Diagnostic, ProfiledOperator, ProfileSection
-from .devices import check_workload, execution_record, make_synchronize, resolve_device
-
-Workload = Callable[[], Any]
+from ..workload_type import Workload
 
 SORT_KEYS = (
     "self_cpu_time_total",

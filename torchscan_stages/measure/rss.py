@@ -16,7 +16,7 @@ Method (Linux and macOS):
   immune to the inheritance; exact up to the last sample before exit) and the summed RSS of
   the launcher's whole descendant tree (scope ``process_tree_rss``, psutil, granularity one
   interval). Sampled values are lower bounds, used when kernel accounting is missing.
-* Phases: the child may call ``torchscan_stages.measure.rss_child.mark_phase(name)``; each
+* Phases: the child may call ``torchscan_stages.measure.rss_phases.mark_phase(name)``; each
   record gives the peak RSS of the phase that just ended.
 
 A command that exits non-zero or is killed by a signal gives a ``partial`` peak (what it used
@@ -52,7 +52,7 @@ from ..report import (
     RssPhase,
     RssSection,
 )
-from .rss_child import PHASE_FILE_ENV
+from .rss_phases import PHASE_FILE_ENV
 
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_SAMPLE_INTERVAL_S = 0.02

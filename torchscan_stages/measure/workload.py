@@ -13,20 +13,19 @@ from __future__ import annotations
 import inspect
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 import torch
 
+from ..devices import check_workload, execution_record, resolve_device
 from ..provenance import build_provenance
 from ..report import BenchmarkReport, Diagnostic, FlopReport, MetricResult
-from .devices import check_workload, execution_record, resolve_device
+from ..workload_type import Workload
 from .latency import run_latency, validate_latency_options
 from .memory import run_peak_memory
 from .profile import DEFAULT_ROW_LIMIT, run_profile, validate_profile_options
 from .rss import DEFAULT_TIMEOUT_S, measure_peak_rss, validate_rss_options
-
-Workload = Callable[[], Any]
 
 _LATENCY_OPTIONS = frozenset(
     {

@@ -16,7 +16,7 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from ..measure.rss_child import mark_phase
+    from ..measure.rss_phases import mark_phase
     from .schema import ConfigError, validate_config
     from .workload import build_workload
 

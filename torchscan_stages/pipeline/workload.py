@@ -83,7 +83,7 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 @dataclass
-class Workload:
+class BuiltWorkload:
     """A zero-argument callable plus what it was built from; call it to run one forward."""
 
     fn: Callable[[], Any]
@@ -132,7 +132,9 @@ def build_model_and_inputs(cfg: PipelineConfig) -> tuple[Any, tuple[Any, ...]]:
     return model.eval(), inputs
 
 
-def build_workload(cfg: PipelineConfig, *, candidate: CandidateConfig | None = None) -> Workload:
+def build_workload(
+    cfg: PipelineConfig, *, candidate: CandidateConfig | None = None
+) -> BuiltWorkload:
     """The baseline workload of ``cfg`` or, with ``candidate``, the optimised one.
 
     The workload runs one evaluation forward under ``torch.no_grad`` (or
@@ -187,7 +189,7 @@ def build_workload(cfg: PipelineConfig, *, candidate: CandidateConfig | None = N
     name = f"{cfg.model.name}-{cfg.input.name}-{precision.name}"
     if candidate is not None:
         name = f"{name}+{candidate.name}"
-    return Workload(
+    return BuiltWorkload(
         fn=workload,
         model=called,
         eager_model=eager_model,

@@ -78,7 +78,8 @@ def _failed(ctx: StageContext, error: BaseException) -> Any:
 
 def run(ctx: StageContext) -> None:
     from ..analysis.crawl import crawl_module
-    from ..compare import compare_benchmarks, compare_reports
+    from ..compare.benchmarks import compare_benchmarks
+    from ..compare.reports import compare_reports
     from ..pipeline.workload import build_workload, thread_settings
 
     cfg = ctx.config

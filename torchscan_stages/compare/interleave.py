@@ -12,12 +12,10 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from .measure.latency import Clock, calibrate_block, time_block, timer_resolution
-from .measure.stats import quantile
-
-Workload = Callable[[], Any]
+from ..measure.latency import Clock, calibrate_block, time_block, timer_resolution
+from ..measure.stats import quantile
+from ..workload_type import Workload
 
 
 @dataclass(frozen=True)

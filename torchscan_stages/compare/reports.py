@@ -10,9 +10,8 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from .benchmark_compare import compare_benchmarks
-from .provenance import build_provenance
-from .report import (
+from ..provenance import build_provenance
+from ..report import (
     AnalysisReport,
     Diagnostic,
     LayerChange,
@@ -202,4 +201,4 @@ def compare_reports(before: ReportSource, after: ReportSource) -> ReportDiff:
     )
 
 
-__all__ = ["compare_benchmarks", "compare_reports", "metric_delta"]
+__all__ = ["compare_reports", "metric_delta"]

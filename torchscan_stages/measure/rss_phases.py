@@ -3,7 +3,7 @@
 Call ``mark_phase(name)`` at the END of each phase of the child program::
 
     import torch                                   # phase "import" ...
-    from torchscan_stages.measure.rss_child import mark_phase
+    from torchscan_stages.measure.rss_phases import mark_phase
     mark_phase("import")
     model = build_and_load()                       # phase "load" ...
     mark_phase("load")

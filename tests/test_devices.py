@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchscan_stages.measure.devices import make_synchronize, resolve_device
+from torchscan_stages.devices import make_synchronize, resolve_device
 from torchscan_stages.measure.latency import measure_latency
 from torchscan_stages.measure.memory import measure_peak_memory
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..report import Diagnostic, ExecutionRecord
+from .report import Diagnostic, ExecutionRecord
 
 SUPPORTED_DEVICE_TYPES = ("cpu", "cuda", "mps")
 
