@@ -9,7 +9,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 setup: $(PY)
-	$(PY) -m pip install -q -c constraints.txt -e '.[pipeline,dev]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[pipeline,dev,hf]'
 
 test: setup
 	$(PY) -m pytest -q

@@ -1,0 +1,6 @@
+"""Optional integrations with third-party model libraries.
+
+Nothing here is imported by the package itself: ``import torchscan_stages`` never imports
+``transformers``. Each module imports its library when it is used and says how to install
+it when it is missing.
+"""

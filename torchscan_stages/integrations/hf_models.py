@@ -1,0 +1,83 @@
+"""Hugging Face ``transformers`` models built from a config, never downloaded.
+
+The pipeline's ``model/`` entries and the tests build HF architectures with random,
+locally initialised weights: ``build_hf_model("GPT2Config", n_layer=2, ...)``. Weights are
+seeded inside a forked generator, so building a model leaves torch's global generator as
+it was. Install the extra with ``pip install 'torchscan_stages[hf]'``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+AUTO_CLASSES = ("AutoModel", "AutoModelForCausalLM", "AutoModelForSeq2SeqLM")
+
+
+def _transformers() -> Any:
+    try:
+        import transformers
+    except ImportError as error:  # pragma: no cover - the extra is installed in CI
+        raise ImportError(
+            "building a Hugging Face model needs the optional dependency 'transformers': "
+            "pip install 'torchscan_stages[hf]'"
+        ) from error
+    return transformers
+
+
+def _named(module: Any, name: str, argument: str) -> Any:
+    value = getattr(module, name, None) if isinstance(name, str) and name else None
+    if value is None:
+        raise ValueError(
+            f"{argument}={name!r} is not a class of transformers {module.__version__}; "
+            "give a name such as 'GPT2Config' / 'AutoModelForCausalLM'"
+        )
+    return value
+
+
+def build_hf_model(
+    config_class: str,
+    *,
+    model_class: str = "AutoModel",
+    seed: int = 0,
+    attn_implementation: str | None = "sdpa",
+    **config: Any,
+) -> nn.Module:
+    """An HF model with random weights from ``transformers.<config_class>(**config)``.
+
+    ``model_class`` is an Auto class (``AutoModel``, ``AutoModelForCausalLM``, ...) or a
+    concrete model class name (``GPT2LMHeadModel``). The model is returned in eval mode on
+    the CPU. A config key the config class does not know is refused (HF would keep it
+    silently as an attribute), naming the key.
+    """
+    transformers = _transformers()
+    config_type = _named(transformers, config_class, "config_class")
+    known = set(config_type().to_dict())
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise ValueError(
+            f"{config_class} has no field(s) {unknown}; check the spelling against "
+            f"transformers.{config_class} (e.g. {sorted(known)[:6]} ...)"
+        )
+    hf_config = config_type(**config)
+    if attn_implementation is not None:
+        hf_config._attn_implementation = attn_implementation
+    factory = _named(transformers, model_class, "model_class")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if model_class in AUTO_CLASSES or model_class.startswith("Auto"):
+            model = factory.from_config(hf_config)
+        else:
+            model = factory(hf_config)
+    return model.eval()
+
+
+def token_inputs(
+    *, batch_size: int, seq_len: int, vocab_size: int, seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """``input_ids`` (int64, uniform over the vocabulary) and an all-ones ``attention_mask``."""
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(0, vocab_size, (batch_size, seq_len), generator=generator)
+    return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
