@@ -1,6 +1,6 @@
 """torchscan_stages: model cost, workload measurement, comparison and offline reports.
 
-Only the names of the public contract (spec/API.md) live here. They load on first use, so
+Only the names of the public contract (docs/api.md) live here. They load on first use, so
 ``import torchscan_stages`` (and the pipeline's env stage) does not import torch.
 """
 
