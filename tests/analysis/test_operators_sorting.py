@@ -120,3 +120,31 @@ def test_histograms_and_scatter_adds() -> None:
     )
     assert total == 3 * 21
     assert calls["aten.index_add"] == 1 and calls["aten.scatter_add"] == 1
+
+
+def test_accumulating_writes_count_and_plain_writes_are_free() -> None:
+    x = torch.zeros(5, 3)
+    rows = torch.tensor([0, 1, 1, 4])
+    mask = torch.tensor([True, False, True, False, False])
+    index = torch.zeros(2, 3, dtype=torch.long)
+    total, _, calls = _counted(
+        lambda: (
+            x.index_put((rows,), torch.ones(3), accumulate=True),  # 4 rows x 3 = 12 adds
+            x.index_put((rows,), torch.ones(3)),  # a plain assignment copies: 0
+            # None keeps dim 0 (5), 2 columns picked, a broadcast scalar value: 5 * 2 = 10
+            torch.ops.aten.index_put.default(x, [None, torch.tensor([0, 2])], torch.ones(1), True),
+            x.index_put((mask,), torch.ones(3), accumulate=True),  # 2 masked rows x 3 = 6
+            x.scatter(0, index, 2.0, reduce="add"),  # one add per index element: 6
+            x.scatter(0, index, torch.ones(2, 3)),  # plain scatter copies: 0
+        )
+    )
+    assert total == 12 + 10 + 6 + 6
+    assert calls == {"aten.index_put": 4, "aten.scatter": 2}
+
+
+def test_indexing_backward_accumulates() -> None:
+    a = torch.randn(5, 3, requires_grad=True)
+    rows = torch.tensor([0, 1, 1, 4])
+    # forward: sum of 4 x 3 gathered = 12; backward: index_put(accumulate) of 12 grads = 12
+    total, _, calls = _counted(lambda: a[rows].sum().backward())
+    assert total == 24 and calls["aten.index_put"] == 1
