@@ -148,3 +148,18 @@ def test_indexing_backward_accumulates() -> None:
     # forward: sum of 4 x 3 gathered = 12; backward: index_put(accumulate) of 12 grads = 12
     total, _, calls = _counted(lambda: a[rows].sum().backward())
     assert total == 24 and calls["aten.index_put"] == 1
+
+
+def test_scaled_grouped_mm_formula_reads_offsets_at_its_own_position() -> None:
+    """The fp8 kernel needs a GPU; its formula is called here with the kernel's signature
+    (self, mat2, scale_a, scale_b, offs, ...)."""
+    from torchscan_stages.analysis.operator_formulas import FORMULAS
+
+    formula = FORMULAS[torch.ops.aten._scaled_grouped_mm]
+    a, b = torch.empty(10, 16), torch.empty(3, 16, 8)
+    scales = torch.ones(10), torch.ones(3, 8)
+    offs = torch.tensor([2, 6, 9], dtype=torch.int32)
+    # 2 * used rows 9 * K 16 * N 8 = 2304 (the scales are not counted)
+    assert formula((a, b, *scales, offs), {}, None) == 2304
+    assert formula((a, b, *scales), {"offs": offs}, None) == 2304
+    assert formula((a, b, *scales), {}, None) == 2 * 10 * 16 * 8  # no offsets: every row
