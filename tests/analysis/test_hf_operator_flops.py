@@ -265,7 +265,10 @@ def _snapshot(model: nn.Module) -> dict[str, Any]:
         "global_hooks": (
             len(nn.modules.module._global_forward_hooks),
             len(nn.modules.module._global_forward_pre_hooks),
+            len(nn.modules.module._global_forward_hooks_always_called),
+            len(nn.modules.module._global_backward_hooks),
         ),
+        "grad_mode": torch.is_grad_enabled(),
     }
 
 
@@ -274,7 +277,7 @@ def _assert_as_found(model: nn.Module, before: dict[str, Any]) -> None:
     assert after["state"].keys() == before["state"].keys()
     for key, value in before["state"].items():
         assert torch.equal(after["state"][key], value), key
-    for key in ("training", "hooks", "grads", "global_hooks"):
+    for key in ("training", "hooks", "grads", "global_hooks", "grad_mode"):
         assert after[key] == before[key], key
 
 
