@@ -124,3 +124,15 @@ def test_attention_fused_kernels_direct() -> None:
     got = flops(lambda: F.scaled_dot_product_attention(q, q, q))
     # products 4*1*2*4*4*8 = 1024; scaling q and k 2*64 = 128; softmax 5 * 32 scores = 160
     assert got["aten._scaled_dot_product_flash_attention_for_cpu"] == 1312
+
+
+def test_weight_norm_forward_and_backward() -> None:
+    from torch.nn.utils.parametrizations import weight_norm
+
+    conv = weight_norm(torch.nn.Conv1d(4, 6, 3, bias=False), dim=0)  # v (6, 4, 3), g (6, 1, 1)
+    x = torch.randn(1, 4, 10)
+    by_op = measure_flops(lambda: conv(x).sum().backward()).by_operator
+    # forward: 3 per element of v (72) + 2 per norm (6): 216 + 12 = 228
+    assert by_op["aten._weight_norm_interface"].flops.value == 228
+    # backward: 5 per element + 3 per norm: 360 + 18 = 378
+    assert by_op["aten._weight_norm_interface_backward"].flops.value == 378
