@@ -13,6 +13,7 @@ from . import (  # noqa: F401  (registration side effects)
     attention,
     convolution,
     embedding,
+    fft,
     ignored,
     matmul,
     norms,
