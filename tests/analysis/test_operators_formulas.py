@@ -154,3 +154,9 @@ def test_fft_nominal_counts() -> None:
     # a non-power-of-two length rounds per transform: 5 * 6 * log2(6) = 77.55 -> 78
     w = torch.randn(6, dtype=torch.complex64)
     assert measure_flops(lambda: torch.fft.fft(w)).total.value == 78
+
+
+def test_polar_counts_cos_sin_and_two_multiplies() -> None:
+    magnitude, angle = torch.ones(3, 5), torch.randn(3, 5)
+    # 15 complex outputs x (cos + sin + 2 multiplies) = 60
+    assert measure_flops(lambda: torch.polar(magnitude, angle)).total.value == 60
