@@ -317,3 +317,26 @@ def test_mixtral_default_expert_path_runs_grouped_mm_and_routing() -> None:
     assert by_op["aten.topk"].flops.value == 2 * 64
     assert by_op["aten.sort"].flops.value == 2 * 160
     assert by_op["aten.histc"].flops.value == 2 * 32
+
+
+def test_mixtral_training_step_products_through_grouped_mm_backward() -> None:
+    """Forward + backward on transformers' default expert path: every linear and grouped
+    product runs three times (forward, grad_input, grad_weight); the CPU flash attention runs
+    its 2 products forward and torch's 5 backward (the scores recomputed)."""
+    model = build_hf_model("MixtralConfig", **CASES["mixtral-moe"].config).train()
+    inputs = _tokens()
+    before = _snapshot(model)
+    report = measure_flops(lambda: model(**inputs).last_hidden_state.sum().backward())
+    attention_forward = attention(S, S)  # 16384 = 2 products of 8192
+    # linear + grouped products: 827392 - 2 * 16384 = 794624, three times: 2383872
+    # attention per layer: 16384 forward + 5 * 8192 backward = 57344, 2 layers: 114688
+    products = 3 * (MIXTRAL - 2 * attention_forward) + 2 * (
+        attention_forward + 5 * attention_forward // 2
+    )
+    assert products == 2498560
+    assert report.total.is_complete, [d.message for d in report.diagnostics]
+    assert report.product_flops is not None and report.product_flops.value == products
+    # 2 layers x (2 forward + 4 backward) grouped products
+    assert report.by_operator["aten._grouped_mm"].calls == 12
+    model.zero_grad(set_to_none=True)  # the workload's own gradients, not the counter's
+    _assert_as_found(model, before)
