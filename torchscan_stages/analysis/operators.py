@@ -198,9 +198,10 @@ def _base_tables() -> tuple[dict[Any, RawFormula], dict[Any, int]]:
     Building them hashes every packet through Python-level ``__hash__``, which cost more than
     a small model's whole forward when done per counter. Precedence: torch's shipped formulas
     < this package's (same arithmetic for mm, addmm, bmm, baddbmm, convolution and
-    _convolution, read off the tensors without torch's pytree mapping) < formulas registered
-    with torch after import. Published as one tuple, so a concurrent reader never sees a table
-    without its shares.
+    _convolution, read off the tensors without torch's pytree mapping; grouped convolution
+    backward and the SDPA kernels counted differently, see operator_formulas) < formulas
+    registered with torch after import. Published as one tuple, so a concurrent reader never
+    sees a table without its shares.
     """
     global _BASE
     key = (len(_torch_flop_registry), len(FORMULAS))
