@@ -10,6 +10,7 @@ the machine and load; record them with the hardware in docs/operator-flops.md.
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import time
 from collections.abc import Callable
@@ -65,9 +66,11 @@ def workloads() -> dict[str, Callable[[], Any]]:
         nn.TransformerEncoderLayer(64, 4, 128, batch_first=True), 2, enable_nested_tensor=False
     ).eval()
     tokens = torch.randn(4, 16, 64)
+    cnn_train = copy.deepcopy(cnn).train()  # the same architecture and weights, training
     return {
         "mlp_forward": _nograd(mlp, torch.randn(16, 64)),
         "cnn_forward": _nograd(cnn, torch.randn(2, 3, 32, 32)),
+        "cnn_train_step": _train_step(cnn_train, torch.randn(2, 3, 32, 32)),
         "encoder_forward": _nograd(encoder_eval, tokens),
         "encoder_train_step": _train_step(encoder, tokens),
     }
@@ -124,6 +127,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--inner", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="0 keeps torch's default")
+    parser.add_argument("--only", nargs="*", default=None, help="workload names to run")
     options = parser.parse_args()
     if options.threads:
         torch.set_num_threads(options.threads)
@@ -136,6 +140,8 @@ def main() -> None:
         f"{'ratio':>7s}"
     )
     for name, workload in workloads().items():
+        if options.only and name not in options.only:
+            continue
         timings = bench(workload, options.repeats, options.inner)
         for clock, t in timings.items():
             torch_overhead = t["flop_counter_mode"] - t["bare"]

@@ -9,6 +9,7 @@ The "behind" list is computed from the numbers, not written by hand.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -369,8 +370,18 @@ def render(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _kept_sections(path: Path) -> str:
+    """Sections other scripts own on the page (bench_hf.py's, between its markers)."""
+    if not path.exists():
+        return ""
+    found = re.search(
+        r"<!-- bench_hf:begin -->.*?<!-- bench_hf:end -->\n?", path.read_text(), re.DOTALL
+    )
+    return "\n" + found.group(0) if found else ""
+
+
 def write_doc(data: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(render(data))
+    tmp.write_text(render(data) + _kept_sections(path))
     os.replace(tmp, path)

@@ -154,6 +154,41 @@ def test_custom_formula_share_is_unknown_so_products_are_a_lower_bound() -> None
     assert diagnostic.operator == "aten.mm" and diagnostic.metric == "product_flops"
 
 
+def test_custom_formula_that_returns_flops_declares_its_share() -> None:
+    a = torch.randn(3, 5)
+    b = torch.randn(5, 2)
+
+    def mm_formula(a_shape, b_shape, *, out_shape=None, **kwargs) -> Flops:
+        # FlopCounterMode's shape contract; the return value declares the share
+        m, k = a_shape
+        return Flops(products=2 * m * k * b_shape[1], other=1)
+
+    def workload() -> None:
+        a @ b  # 2 * 3 * 5 * 2 = 60 products + 1 other by the custom formula
+        a.relu()  # 15 elements, no products
+
+    report = measure_flops(workload, custom_mapping={aten.mm: mm_formula})
+    assert report.total.status == "complete" and report.total.value == 60 + 1 + 15
+    assert report.product_flops is not None and report.product_flops.status == "complete"
+    assert report.product_flops.value == 60
+    assert not [d for d in report.diagnostics if d.code == "unclassified_operator"]
+
+
+def test_custom_overload_formula_returning_flops_and_broken_flops() -> None:
+    x = torch.randn(4, 4)
+    # overload key, all products: 2 * 4 * 4 * 4 = 128
+    mapping = {aten.mm.default: lambda a, b, *, out_shape=None: Flops(128, 0)}
+    report = measure_flops(lambda: x @ x, custom_mapping=mapping)
+    assert report.product_flops is not None and report.product_flops.value == 128
+    assert report.product_flops.status == "complete"
+    # a negative part is a broken formula: uncounted, never a silent number
+    mapping = {aten.mm: lambda a, b, *, out_shape=None: Flops(128, -1)}
+    report = measure_flops(lambda: x @ x, custom_mapping=mapping)
+    assert report.total.status == "partial" and report.total.known_value == 0
+    (diagnostic,) = [d for d in report.diagnostics if d.code == "uncounted_operator"]
+    assert "negative FLOPs" in diagnostic.message
+
+
 def test_uncounted_operator_leaves_products_partial() -> None:
     spd = torch.eye(4) * 2
 

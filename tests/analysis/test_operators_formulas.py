@@ -124,3 +124,39 @@ def test_attention_fused_kernels_direct() -> None:
     got = flops(lambda: F.scaled_dot_product_attention(q, q, q))
     # products 4*1*2*4*4*8 = 1024; scaling q and k 2*64 = 128; softmax 5 * 32 scores = 160
     assert got["aten._scaled_dot_product_flash_attention_for_cpu"] == 1312
+
+
+def test_weight_norm_forward_and_backward() -> None:
+    from torch.nn.utils.parametrizations import weight_norm
+
+    conv = weight_norm(torch.nn.Conv1d(4, 6, 3, bias=False), dim=0)  # v (6, 4, 3), g (6, 1, 1)
+    x = torch.randn(1, 4, 10)
+    by_op = measure_flops(lambda: conv(x).sum().backward()).by_operator
+    # forward: 3 per element of v (72) + 2 per norm (6): 216 + 12 = 228
+    assert by_op["aten._weight_norm_interface"].flops.value == 228
+    # backward: 5 per element + 3 per norm: 360 + 18 = 378
+    assert by_op["aten._weight_norm_interface_backward"].flops.value == 378
+
+
+def test_fft_nominal_counts() -> None:
+    x = torch.randn(3, 8)
+    # real input, 3 transforms of 8 points: 3 * 2.5 * 8 * log2(8)=3 = 3 * 60 = 180
+    assert measure_flops(lambda: torch.fft.rfft(x)).total.value == 180
+    # norm="ortho" scales the 3 x 8 outputs: + 24
+    assert measure_flops(lambda: torch.fft.fft(x, norm="ortho")).total.value == 180 + 24
+    # inverse real: 3 transforms to 8 real points, 60 each, + the default 1/n scaling of 24
+    spectrum = torch.fft.rfft(x)
+    assert measure_flops(lambda: torch.fft.irfft(spectrum)).total.value == 180 + 24
+    # complex, 2 transforms of 4 x 8 = 32 points: 2 * 5 * 32 * log2(32)=5 = 1600
+    z = torch.randn(2, 4, 8, dtype=torch.complex64)
+    report = measure_flops(lambda: torch.fft.fft2(z))
+    assert report.by_operator["aten._fft_c2c"].flops.value == 1600
+    # a non-power-of-two length rounds per transform: 5 * 6 * log2(6) = 77.55 -> 78
+    w = torch.randn(6, dtype=torch.complex64)
+    assert measure_flops(lambda: torch.fft.fft(w)).total.value == 78
+
+
+def test_polar_counts_cos_sin_and_two_multiplies() -> None:
+    magnitude, angle = torch.ones(3, 5), torch.randn(3, 5)
+    # 15 complex outputs x (cos + sin + 2 multiplies) = 60
+    assert measure_flops(lambda: torch.polar(magnitude, angle)).total.value == 60

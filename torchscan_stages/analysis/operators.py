@@ -2,8 +2,9 @@
 
 Every operator that reaches the dispatcher ends in exactly one of three outcomes, kept apart:
 
-* **counted** -- a formula is known (user ``custom_mapping`` > torch's ``flop_registry`` >
-  this package's ``operator_formulas``); its FLOPs are added (a formula may return 0);
+* **counted** -- a formula is known (user ``custom_mapping`` > formulas registered with
+  torch's ``register_flop_formula`` after import > this package's ``operator_formulas`` >
+  torch's shipped ``flop_registry``); its FLOPs are added (a formula may return 0);
 * **ignored** -- a view, metadata, allocation, copy, selection or RNG operator: 0 FLOPs with a
   stated reason, listed in ``ignored_operators``;
 * **uncounted** -- no formula and not known to be free: listed with its call count as an
@@ -13,8 +14,9 @@ Beside the total, ``product_flops`` keeps the tensor-product share (matmul, conv
 attention's two batched products, RNN gate products): the convention of torch's
 FlopCounterMode and fvcore, so a report can be checked against theirs or a paper's figure.
 Every built-in formula declares its share (``operator_formulas.PRODUCT_SHARE``); torch's shipped
-registry holds products only; the share of a ``custom_mapping`` formula, or of one registered
-with torch after import, is unknown, so it leaves ``product_flops`` a lower bound with an
+registry holds products only. A ``custom_mapping`` formula (or one registered with torch after
+import) declares its share by returning :class:`Flops` ``(products, other)``; one that returns
+a plain int has an unknown share, which leaves ``product_flops`` a lower bound with an
 ``unclassified_operator`` diagnostic.
 
 Operators with a CompositeImplicitAutograd kernel and no formula are decomposed (as torch's
@@ -46,6 +48,7 @@ from ._gc import gc_paused
 from .operator_formulas import CONVENTIONS, FORMULAS, IGNORED, PRODUCT_SHARE, Flops, RawFormula
 
 __all__ = [
+    "Flops",
     "OperatorCounter",
     "OwnerKey",
     "OwnerOps",
@@ -60,8 +63,9 @@ OpKey: TypeAlias = "torch._ops.OpOverloadPacket | torch._ops.OpOverload"
 UNIT = "FLOPs"
 METHOD = "operator_dispatch"
 BASE_CONVENTION = (
-    "one multiply-add counts as 2 FLOPs; matmul/conv/attention use torch.utils.flop_counter's "
-    "formulas (bias adds inside addmm/convolution are not counted, as in torch)"
+    "one multiply-add counts as 2 FLOPs; matmul/conv/attention follow torch.utils.flop_counter's "
+    "arithmetic (bias adds inside addmm/convolution are not counted, as in torch) except a "
+    "grouped convolution's weight gradient, which torch counts groups times too large"
 )
 
 _COUNTED, _IGNORED, _DECOMPOSE, _UNCOUNTED = 0, 1, 2, 3
@@ -194,9 +198,10 @@ def _base_tables() -> tuple[dict[Any, RawFormula], dict[Any, int]]:
     Building them hashes every packet through Python-level ``__hash__``, which cost more than
     a small model's whole forward when done per counter. Precedence: torch's shipped formulas
     < this package's (same arithmetic for mm, addmm, bmm, baddbmm, convolution and
-    _convolution, read off the tensors without torch's pytree mapping) < formulas registered
-    with torch after import. Published as one tuple, so a concurrent reader never sees a table
-    without its shares.
+    _convolution, read off the tensors without torch's pytree mapping; grouped convolution
+    backward and the SDPA kernels counted differently, see operator_formulas) < formulas
+    registered with torch after import. Published as one tuple, so a concurrent reader never
+    sees a table without its shares.
     """
     global _BASE
     key = (len(_torch_flop_registry), len(FORMULAS))
@@ -372,11 +377,12 @@ class OperatorCounter:
             assert formula is not None
             try:
                 value = formula(args, kwargs, out)
-                if share == _P_SPLIT:
-                    if type(value) is not Flops:
-                        raise _FormulaError(f"returned {value!r}, expected Flops(products, other)")
+                if type(value) is Flops and share in (_P_SPLIT, _P_UNKNOWN):
+                    share = _P_SPLIT  # a user formula that declares its share
                     products = _whole_flops(value.products)
                     flops = products + _whole_flops(value.other)
+                elif share == _P_SPLIT:
+                    raise _FormulaError(f"returned {value!r}, expected Flops(products, other)")
                 else:
                     flops = _whole_flops(value)
                     products = flops if share == _P_ALL else 0
@@ -467,8 +473,10 @@ class OperatorCounter:
                 count=calls[name],
                 message=(
                     f"{name} ran {calls[name]} time(s) with a formula from custom_mapping or "
-                    "torch's register_flop_formula; how much of its count is tensor products is "
-                    "unknown, so product_flops is a lower bound (the total is unaffected)"
+                    "torch's register_flop_formula that returned a plain count; how much of it "
+                    "is tensor products is unknown, so product_flops is a lower bound (the "
+                    "total is unaffected). Return Flops(products, other) from the formula "
+                    "(torchscan_stages.analysis.operators.Flops) to declare it."
                 ),
             )
             for name in sorted(calls)

@@ -1,15 +1,19 @@
 """Built-in operator FLOP formulas, one module per family, all in one registry.
 
 Importing this package fills :data:`FORMULAS` (``OpOverloadPacket -> raw formula``) and
-:data:`IGNORED` (``OpOverloadPacket -> reason``). torch's own ``flop_registry`` is merged on top
-by the counter, per call; user ``custom_mapping`` entries are merged on top of both.
+:data:`IGNORED` (``OpOverloadPacket -> reason``). The counter merges them per call: these
+formulas outrank torch's shipped ``flop_registry`` (used only for packets this package has no
+formula for); formulas a user registers with torch after import outrank these, and user
+``custom_mapping`` entries outrank everything.
 """
 
 from __future__ import annotations
 
 from . import (  # noqa: F401  (registration side effects)
     attention,
+    convolution,
     embedding,
+    fft,
     ignored,
     matmul,
     norms,
@@ -19,6 +23,7 @@ from . import (  # noqa: F401  (registration side effects)
     reductions,
     rnn,
     softmax,
+    sorting,
 )
 from ._registry import (
     CONVENTIONS,

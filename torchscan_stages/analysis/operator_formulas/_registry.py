@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from math import prod
 from typing import Any, Literal, TypeAlias
 
 import torch
@@ -125,10 +124,6 @@ def first_numel(value: Any) -> int:
 
 def shape(value: Any) -> tuple[int, ...]:
     return tuple(value.shape) if isinstance(value, torch.Tensor) else ()
-
-
-def size_prod(dims: Iterable[int]) -> int:
-    return prod(dims)
 
 
 def arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str, default: Any) -> Any:

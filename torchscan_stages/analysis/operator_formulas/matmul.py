@@ -1,28 +1,25 @@
-"""Matrix products and convolutions, all in torch's convention.
+"""Matrix products, in torch's convention (2 FLOPs per multiply-add, bias adds not counted).
 
-torch.utils.flop_counter's formulas for _scaled_mm, convolution_backward and the SDPA kernels
-are reused unchanged (2 FLOPs per multiply-add; the bias add of addmm/convolution is not
-counted). mm, addmm, bmm, baddbmm, convolution and _convolution are counted here with torch's
-arithmetic, read straight off the tensors: torch's formulas map every argument to shapes
-through pytree (and addmm/baddbmm call the wrapped mm/bmm formulas again), which cost more
-than the rest of the counting together (tests check both give the same numbers). This file
-also adds the remaining products with the same convention: vector products, addbmm, outer
-products, int8 matmul, oneDNN linear and the backend convolutions that can reach the
-dispatcher. Every count here is tensor products.
+mm, addmm, bmm and baddbmm are counted here with torch's arithmetic, read straight off the
+tensors: torch's formulas map every argument to shapes through pytree (and addmm/baddbmm call
+the wrapped mm/bmm formulas again), which cost more than the rest of the counting together
+(tests check both give the same numbers). torch's formula for ``_scaled_mm`` is reused
+unchanged. This file adds the remaining products with the same convention: vector products,
+addbmm, outer products, int8 matmul, oneDNN linear and the grouped (MoE) products. Every
+count here is tensor products; convolutions live in ``convolution.py`` and attention kernels
+in ``attention.py`` (which replaces torch's SDPA formulas).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from torch.utils.flop_counter import conv_flop_count
-
-from ._registry import Flops, arg, convention, first_numel, numel, register_formula, shape
+from ._registry import Flops, convention, first_numel, numel, register_formula, shape
 
 convention(
     "matmul",
-    "2 FLOPs per multiply-add (torch.utils.flop_counter's mm/bmm/conv/SDPA formulas reused); "
-    "bias adds fused into addmm/convolution not counted, as in torch",
+    "2 FLOPs per multiply-add (torch.utils.flop_counter's mm/bmm arithmetic); bias adds fused "
+    "into addmm not counted, as in torch; grouped mm: rows inside its offsets only",
 )
 
 
@@ -104,76 +101,50 @@ register_formula(_linear, "mkldnn_linear", "linear", products="all")
 register_formula(_addmm_activation, "_addmm_activation", products="split")
 
 
-def _conv(weight_index: int, transposed: bool) -> Any:
-    """Backend convolutions ``(self, weight, ...)``: torch's conv_flop_count on x, w, out."""
+def _offsets_end(offs: Any, size: int) -> int:
+    """How much of the split dimension the groups cover: ``offs[-1]`` (the kernel leaves the
+    rest untouched), capped at ``size``. Reading it syncs a CUDA stream; counting never times."""
+    if offs is None or offs.numel() == 0:
+        return size
+    return min(int(offs[-1]), size)
+
+
+def grouped_mm_flops(a_shape: Any, b_shape: Any, used: int | None = None) -> int:
+    """``_grouped_mm`` from its operand shapes; ``used`` is ``offs[-1]`` (None: no offsets).
+
+    2d x 3d (MoE experts): ``(T, K) x (G, K, N)``, rows split by offs -> 2 * used * K * N.
+    3d x 2d: ``(G, M, K) x (K, T)``, columns split -> 2 * M * K * used.
+    2d x 2d (a weight gradient): ``(M, T) x (T, N)``, the contraction split -> 2 * M * used * N.
+    3d x 3d: ``(G, M, K) x (G, K, N)`` -> 2 * G * M * K * N.
+    """
+    if len(a_shape) == 3 and len(b_shape) == 3:
+        g, m, k = a_shape
+        return 2 * g * m * k * b_shape[2]
+    if len(a_shape) == 2 and len(b_shape) == 3:
+        t, k = a_shape
+        return 2 * (t if used is None else used) * k * b_shape[2]
+    if len(a_shape) == 3 and len(b_shape) == 2:
+        _, m, k = a_shape
+        return 2 * m * k * (b_shape[1] if used is None else used)
+    m, t = a_shape
+    return 2 * m * (t if used is None else used) * b_shape[1]
+
+
+def _grouped_mm(offs_index: int) -> Any:
+    """``_grouped_mm(self, mat2, offs, ...)`` / ``_scaled_grouped_mm(self, mat2, scale_a,
+    scale_b, offs, ...)``: the products of the rows inside the offsets (the scales of the
+    scaled variant are not counted, as torch does not count them for ``_scaled_mm``)."""
 
     def count(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
-        y = out[0] if isinstance(out, (tuple, list)) else out
-        return int(
-            conv_flop_count(
-                list(shape(args[0])),
-                list(shape(args[weight_index])),
-                list(shape(y)),
-                transposed=transposed,
-            )
-        )
+        a, b = shape(args[0]), shape(args[1])
+        offs = args[offs_index] if len(args) > offs_index else kwargs.get("offs")
+        if offs is None:
+            return grouped_mm_flops(a, b)
+        split = b[1] if len(a) == 3 else a[0] if len(b) == 3 else a[1]
+        return grouped_mm_flops(a, b, _offsets_end(offs, split))
 
     return count
 
 
-def _convolution(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
-    """convolution/_convolution(input, weight, bias, stride, padding, dilation, transposed,
-    ...): torch's conv_flop_count on the shapes, read straight off the tensors."""
-    transposed = bool(arg(args, kwargs, 6, "transposed", False))
-    return int(
-        conv_flop_count(
-            list(args[0].shape), list(args[1].shape), list(out.shape), transposed=transposed
-        )
-    )
-
-
-register_formula(_convolution, "convolution", "_convolution", products="all")
-register_formula(
-    _conv(1, False),
-    "mkldnn_convolution",
-    "_conv_depthwise2d",
-    "conv_depthwise3d",
-    "slow_conv3d_forward",
-    "slow_conv_dilated2d",
-    "slow_conv_dilated3d",
-    "_nnpack_spatial_convolution",
-    "thnn_conv2d",
-    "cudnn_convolution_relu",
-    "cudnn_convolution_add_relu",
-    "miopen_convolution",
-    "miopen_depthwise_convolution",
-    products="all",
-)
-register_formula(
-    _conv(1, True),
-    "slow_conv_transpose2d",
-    "slow_conv_transpose3d",
-    "cudnn_convolution_transpose",
-    "miopen_convolution_transpose",
-    products="all",
-)
-
-
-def _slow_conv2d_backward(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
-    """(grad_output, self, weight, kernel, stride, padding[, output_mask]): as torch counts
-    convolution_backward: grad_input as a transposed conv, grad_weight as a conv."""
-    grad_out, x, w = list(shape(args[0])), list(shape(args[1])), list(shape(args[2]))
-    mask = arg(args, kwargs, 6, "output_mask", [True, True, True])
-    flops = 0
-    if mask[0]:
-        flops += conv_flop_count(grad_out, w, x, transposed=True)
-    if mask[1]:
-
-        def t(dims: list[int]) -> list[int]:
-            return [dims[1], dims[0], *dims[2:]]
-
-        flops += conv_flop_count(t(x), t(grad_out), t(w), transposed=False)
-    return int(flops)
-
-
-register_formula(_slow_conv2d_backward, "_slow_conv2d_backward", products="all")
+register_formula(_grouped_mm(2), "_grouped_mm", products="all")
+register_formula(_grouped_mm(4), "_scaled_grouped_mm", products="all")

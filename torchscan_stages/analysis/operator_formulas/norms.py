@@ -6,6 +6,8 @@ subtract, square, accumulate: 3), RMS statistics 2 (square, accumulate); normali
 Evaluation-mode batch norm uses running statistics (no statistics cost). Updating running
 statistics costs 4 per channel. Backward: grad_input 8 per element (2 with running
 statistics), grad_weight 2 per element, grad_bias 1 per element, as requested by output_mask.
+Weight normalisation (``weight_norm``, as in wav2vec2's positional convolution): 3 per
+weight element + 2 per norm; its backward 5 per weight element + 3 per norm.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ convention(
     "norms",
     "per input element: statistics 4 (RMS 2), normalise 2 (RMS 1), +1 per present "
     "weight and bias; running-statistics update 4 per channel; backward: grad_input 8 "
-    "(2 with running statistics), grad_weight 2, grad_bias 1",
+    "(2 with running statistics), grad_weight 2, grad_bias 1; weight norm 3 per weight "
+    "element + 2 per norm (backward 5 + 3)",
 )
 
 STATS, RMS_STATS, NORMALISE, RMS_NORMALISE = 4, 2, 2, 1
@@ -143,3 +146,23 @@ register_formula(_batch_norm_backward_update, "batch_norm_backward")
 register_formula(_layer_norm_backward, "native_layer_norm_backward")
 register_formula(_group_norm_backward, "native_group_norm_backward")
 register_formula(_rms_norm_backward, "_fused_rms_norm_backward")
+
+
+def _weight_norm(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    """_weight_norm_interface(v, g, dim): w = v * g / ||v|| over each slice along ``dim``.
+
+    The norm as a vector norm (2 per element of v, +1 per norm for the root), the scale
+    g / ||v|| (1 per norm), the multiply (1 per element): 3 per element + 2 per norm.
+    """
+    return 3 * numel(args[0]) + 2 * numel(args[1])
+
+
+def _weight_norm_backward(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    """_weight_norm_interface_backward(grad_w, v, g, norms, dim): grad_g = sum(grad_w * v) /
+    ||v|| (2 per element + 1 per norm); grad_v = g / ||v|| * (grad_w - v * grad_g / ||v||)
+    (3 per element + 2 per norm): 5 per element + 3 per norm."""
+    return 5 * numel(args[1]) + 3 * numel(args[2])
+
+
+register_formula(_weight_norm, "_weight_norm_interface")
+register_formula(_weight_norm_backward, "_weight_norm_interface_backward")

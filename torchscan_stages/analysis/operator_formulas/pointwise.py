@@ -2,7 +2,8 @@
 
 Convention: one FLOP per output element for each elementwise function, whatever its cost in
 hardware (``add``, ``mul``, ``exp``, ``tanh``, ``gelu``, a comparison alike); fused elementwise
-ops count their arithmetic steps (``addcmul``/``addcdiv``/``lerp``: 3 per element). An
+ops count their arithmetic steps (``addcmul``/``addcdiv``/``lerp``: 3 per element; ``polar``:
+cos, sin and two multiplies, 4 per element). An
 ``alpha``/``value`` scalar multiplier is not counted separately. Elementwise backward ops count
 2 per element (evaluate the derivative, multiply by the incoming gradient);
 ``threshold_backward`` (relu's backward) counts 1 (a select-and-pass).
@@ -19,8 +20,8 @@ from ._registry import RawFormula, convention, first_numel, register_formula
 convention(
     "pointwise",
     "1 FLOP per output element per elementwise function (arithmetic, comparison, "
-    "activation, transcendental alike); addcmul/addcdiv/lerp 3; elementwise backward 2 "
-    "(threshold_backward 1)",
+    "activation, transcendental alike); addcmul/addcdiv/lerp 3; polar 4; elementwise "
+    "backward 2 (threshold_backward 1)",
 )
 
 
@@ -197,6 +198,9 @@ register_formula(per_output_element(1), *_with_inplace(UNARY + BINARY))
 register_formula(per_output_element(3), *_with_inplace(TERNARY))
 register_formula(per_output_element(2), *BACKWARD_2)
 register_formula(per_output_element(1), "threshold_backward")
+# polar(abs, angle) = abs * cos(angle) + i * abs * sin(angle): cos, sin and two multiplies
+# per complex output element (rotary tables built as complex numbers, e.g. Llama 4)
+register_formula(per_output_element(4), "polar")
 
 
 def _dropout(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:

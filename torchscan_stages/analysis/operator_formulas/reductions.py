@@ -6,13 +6,19 @@ Convention: a reduction counts 1 FLOP per *input* element (n-1 adds/compares, ro
 root); vector norms 2 per input element (|x|^p or square, accumulate) plus 1 per output (root);
 ``logsumexp`` 3 per input element (subtract max... exp, add) plus the max pass (1). Scans
 (``cumsum``) count 1 per element. Losses count their elementwise steps plus the reduction.
+Accumulating writes (``scatter_add``, ``index_add``, ``index_put(accumulate=True)``, a
+``scatter`` with ``reduce``) count 1 per element accumulated; the same writes without
+accumulation copy (0, but counted, so their calls show).
 """
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
-from ._registry import convention, first_numel, numel, register_formula
+import torch
+
+from ._registry import arg, convention, first_numel, numel, register_formula, shape
 
 convention(
     "reductions",
@@ -119,3 +125,51 @@ register_formula(
     "index_reduce",
     "index_reduce_",
 )
+
+
+def _indexed_numel(self_shape: tuple[int, ...], indices: Any) -> int:
+    """Elements an advanced-indexing assignment ``self[indices] = values`` touches.
+
+    Integer index tensors broadcast together and consume one dimension each; a boolean mask
+    consumes its dimensions and selects its nonzero count (read from the mask); ``None``
+    keeps a whole dimension, as do the trailing dimensions no index reaches.
+    """
+    index_shapes: list[tuple[int, ...]] = []
+    rest = 1
+    position = 0
+    for index in indices:
+        if index is None:
+            rest *= self_shape[position]
+            position += 1
+        elif index.dtype in (torch.bool, torch.uint8):
+            index_shapes.append((int(index.count_nonzero()),))
+            position += index.dim()
+        else:
+            index_shapes.append(tuple(index.shape))
+            position += 1
+    for size in self_shape[position:]:
+        rest *= size
+    if not index_shapes:
+        return rest
+    return prod(torch.broadcast_shapes(*index_shapes)) * rest
+
+
+def _index_put(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    """index_put(self, indices, values, accumulate=False) and its in-place/unsafe forms: one
+    add per indexed element when accumulating (an indexing backward does this), else 0 (a
+    plain assignment copies)."""
+    if not arg(args, kwargs, 3, "accumulate", False):
+        return 0
+    return _indexed_numel(shape(args[0]), arg(args, kwargs, 1, "indices", ()))
+
+
+def _scatter(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    """scatter(self, dim, index, src|value[, reduce]): one add/multiply per index element when
+    a ``reduce`` is given, else 0 (a plain scatter copies)."""
+    if arg(args, kwargs, 4, "reduce", None) is None:
+        return 0
+    return numel(arg(args, kwargs, 2, "index", None))
+
+
+register_formula(_index_put, "index_put", "index_put_", "_index_put_impl_", "_unsafe_index_put")
+register_formula(_scatter, "scatter", "scatter_")
