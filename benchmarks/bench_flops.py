@@ -1,10 +1,15 @@
-"""Overhead of measure_flops against torch's FlopCounterMode on the same workloads.
+"""Overhead of measure_flops against torch's FlopCounterMode, and against the dispatch floor.
 
 Run: ``python benchmarks/bench_flops.py [--repeats N]``. For each workload it times, side by
 side and interleaved in one process, (a) the bare workload, (b) the workload inside
 ``FlopCounterMode(display=False)``, (c) ``measure_flops(workload)``. It prints medians and the
 ratio of overheads ``(c - a) / (b - a)``; the project's target is <= 1.2. Numbers depend on
 the machine and load; record them with the hardware in docs/operator-flops.md.
+
+``--floors [--doc docs/benchmarks.md]`` checks issue 18's bars instead (see ``flops_floor.py``):
+measure_flops against the plain forward and the empty dispatch mode on the ResNet-50-shaped
+CNN, the Transformer and the 5,000-block model. ``--profile MODEL`` prints where
+measure_flops spends its time on one of them (cProfile).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import copy
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -128,9 +134,17 @@ def main() -> None:
     parser.add_argument("--inner", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="0 keeps torch's default")
     parser.add_argument("--only", nargs="*", default=None, help="workload names to run")
+    parser.add_argument("--floors", action="store_true", help="issue 18: against the floor")
+    parser.add_argument("--doc", type=Path, default=None, help="with --floors: write section")
+    parser.add_argument("--profile", default=None, help="cProfile measure_flops on a model")
     options = parser.parse_args()
     if options.threads:
         torch.set_num_threads(options.threads)
+    if options.floors or options.profile:
+        from flops_floor import floors_main  # benchmarks/flops_floor.py
+
+        floors_main(options.repeats, options.doc, options.profile)
+        return
     print(
         f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
         f"repeats {options.repeats}; ratio = (ours - bare) / (FCM - bare), target <= 1.2"

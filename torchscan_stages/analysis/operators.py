@@ -77,7 +77,8 @@ PRODUCTS_CONVENTION = (
     "batched products, RNN gate products; 2 per multiply-add, bias adds excluded) -- what "
     "torch's FlopCounterMode and fvcore count"
 )
-Entry: TypeAlias = "tuple[int, RawFormula | None, str, int]"
+# (outcome, formula, packet name, product share, callable that runs the operator)
+Entry: TypeAlias = "tuple[int, RawFormula | None, str, int, Callable[..., Any]]"
 _NAMESPACE_REASONS = {
     "profiler": "profiler annotation: no tensor arithmetic",
     "prim": "view or metadata: no values are read or computed",
@@ -230,7 +231,23 @@ class _FormulaError(Exception):
 
 
 class _CountingMode(TorchDispatchMode):
-    """The dispatch hook; all state lives on the owning :class:`OperatorCounter`."""
+    """The dispatch hook; all state lives on the owning :class:`OperatorCounter`.
+
+    This is the hot path: one Python frame per dispatched operator plus its formula's. The
+    operator runs through ``OpOverload._op`` (what ``OpOverload.__call__`` calls, one frame
+    less), the owner is read off the module stack without a call, and an ignored operator or
+    a formula answering a plain non-negative int is recorded inline; anything else (a
+    ``Flops`` split, a float, an error, a custom formula) takes :meth:`OperatorCounter._settle`.
+    """
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps every subclass's __torch_dispatch__ in torch._dynamo.disable (two
+        # more Python frames and four eval-frame swaps per operator, about a quarter of the
+        # dispatch floor's overhead). The wrapper keeps Dynamo from tracing the handler; a
+        # compiled workload still counts the same under this mode (tested with
+        # torch.compile), since Dynamo does not compile frames while a dispatch mode is on.
+        return False
 
     def __init__(self, counter: OperatorCounter) -> None:
         super().__init__()
@@ -249,15 +266,47 @@ class _CountingMode(TorchDispatchMode):
         entry = counter._entries.get(func)
         if entry is None:
             entry = counter._classify(func)
-        if entry[0] == _DECOMPOSE:
+        kind, formula, name, share, call = entry
+        if kind == _DECOMPOSE:
             with self:
                 result = func.decompose(*args, **kwargs)
             if result is not NotImplemented:
                 return result
-            entry = counter._entries[func] = (_UNCOUNTED, None, entry[2], _P_NONE)
-        out = func(*args, **kwargs)
-        counter._record(entry, func, args, kwargs, out)
+            entry = counter._entries[func] = (_UNCOUNTED, None, name, _P_NONE, call)
+            kind = _UNCOUNTED
+        out = call(*args, **kwargs)
+        counter.grad_modes.add(_grad_enabled())
+        stack = counter._owner_stack
+        if stack is not None:
+            key = stack[-1] if stack else None
+        else:
+            key = counter._owner() if counter._owner is not None else None
+        ops = counter._by_owner.get(key)
+        if ops is None:
+            ops = counter._by_owner[key] = OwnerOps()
+        if kind == _IGNORED:
+            ops.ignored_calls[name] = ops.ignored_calls.get(name, 0) + 1
+        elif kind == _COUNTED:
+            try:
+                value = formula(args, kwargs, out)  # type: ignore[misc]
+            except Exception as error:  # a broken formula must not break the workload
+                counter._formula_failed(func, name, ops, error)
+                return out
+            if type(value) is int and value >= 0 and share <= _P_ALL:
+                ops.flops += value
+                if share == _P_ALL:
+                    ops.product_flops += value
+                ops.counted_calls[name] = ops.counted_calls.get(name, 0) + 1
+                ops.op_flops[name] = ops.op_flops.get(name, 0) + value
+            else:
+                counter._settle(func, name, share, value, ops)
+        else:
+            counter._uncounted_overloads.setdefault(name, set()).add(str(func))
+            ops.uncounted_calls[name] = ops.uncounted_calls.get(name, 0) + 1
         return out
+
+
+_grad_enabled = torch.is_grad_enabled
 
 
 def _whole_flops(value: Any) -> int:
@@ -308,6 +357,11 @@ class OperatorCounter:
                 self._table[key] = _adapt_user_formula(fn)
                 self._shares[key] = _P_UNKNOWN
         self._owner = owner
+        # measure_flops' module stack is read directly (no call per operator); the list is
+        # only ever mutated in place, so this reference stays valid
+        self._owner_stack: list[str] | None = None
+        if getattr(owner, "__func__", None) is _ModuleStack.current:
+            self._owner_stack = owner.__self__.stack  # type: ignore[union-attr]
         self._entries: dict[Any, Entry] = {}
         self._by_owner: dict[OwnerKey | None, OwnerOps] = {}
         self._ignored_reasons: dict[str, str] = {}
@@ -337,73 +391,59 @@ class OperatorCounter:
     def _classify(self, func: Any) -> Entry:
         packet = func._overloadpacket
         name = str(packet)
+        # a plain OpOverload's __call__ only forwards to _op: calling _op skips a frame
+        call = func._op if type(func) is torch._ops.OpOverload else func
         entry: Entry
         if func in self._custom_overloads:
-            entry = (_COUNTED, self._custom_overloads[func], name, _P_UNKNOWN)
+            entry = (_COUNTED, self._custom_overloads[func], name, _P_UNKNOWN, call)
         elif packet in self._table:
-            entry = (_COUNTED, self._table[packet], name, self._shares[packet])
+            entry = (_COUNTED, self._table[packet], name, self._shares[packet], call)
         elif packet in IGNORED:
             self._ignored_reasons[name] = IGNORED[packet]
-            entry = (_IGNORED, None, name, _P_NONE)
+            entry = (_IGNORED, None, name, _P_NONE, call)
         elif func.namespace in _NAMESPACE_REASONS:
             self._ignored_reasons[name] = _NAMESPACE_REASONS[func.namespace]
-            entry = (_IGNORED, None, name, _P_NONE)
+            entry = (_IGNORED, None, name, _P_NONE, call)
         elif torch._C.DispatchKey.CompositeImplicitAutograd in func.py_kernels or (
             torch._C._dispatch_has_kernel_for_dispatch_key(
                 func.name(), torch._C.DispatchKey.CompositeImplicitAutograd
             )
         ):
-            entry = (_DECOMPOSE, None, name, _P_NONE)
+            entry = (_DECOMPOSE, None, name, _P_NONE, call)
         else:
-            entry = (_UNCOUNTED, None, name, _P_NONE)
+            entry = (_UNCOUNTED, None, name, _P_NONE, call)
         self._entries[func] = entry
         return entry
 
-    def _record(
-        self,
-        entry: Entry,
-        func: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        out: Any,
-    ) -> None:
-        kind, formula, name, share = entry
-        self.grad_modes.add(torch.is_grad_enabled())
-        key = self._owner() if self._owner is not None else None
-        ops = self._by_owner.get(key)
-        if ops is None:
-            ops = self._by_owner[key] = OwnerOps()
-        if kind == _COUNTED:
-            assert formula is not None
-            try:
-                value = formula(args, kwargs, out)
-                if type(value) is Flops and share in (_P_SPLIT, _P_UNKNOWN):
-                    share = _P_SPLIT  # a user formula that declares its share
-                    products = _whole_flops(value.products)
-                    flops = products + _whole_flops(value.other)
-                elif share == _P_SPLIT:
-                    raise _FormulaError(f"returned {value!r}, expected Flops(products, other)")
-                else:
-                    flops = _whole_flops(value)
-                    products = flops if share == _P_ALL else 0
-                if products < 0 or flops < products:  # a negative part of either kind
-                    raise _FormulaError(f"negative FLOPs ({value!r})")
-            except Exception as error:  # a broken formula must not break the workload
-                self._formula_errors.setdefault(str(func), f"{type(error).__name__}: {error}")
-                self._uncounted_overloads.setdefault(name, set()).add(str(func))
-                ops.uncounted_calls[name] = ops.uncounted_calls.get(name, 0) + 1
-                return
-            ops.flops += flops
-            ops.product_flops += products
-            ops.counted_calls[name] = ops.counted_calls.get(name, 0) + 1
-            ops.op_flops[name] = ops.op_flops.get(name, 0) + flops
-            if share == _P_UNKNOWN:
-                ops.unclassified_calls[name] = ops.unclassified_calls.get(name, 0) + 1
-        elif kind == _IGNORED:
-            ops.ignored_calls[name] = ops.ignored_calls.get(name, 0) + 1
-        else:
-            self._uncounted_overloads.setdefault(name, set()).add(str(func))
-            ops.uncounted_calls[name] = ops.uncounted_calls.get(name, 0) + 1
+    def _formula_failed(self, func: Any, name: str, ops: OwnerOps, error: Exception) -> None:
+        """A formula raised or answered nonsense: the operator is uncounted, with why."""
+        self._formula_errors.setdefault(str(func), f"{type(error).__name__}: {error}")
+        self._uncounted_overloads.setdefault(name, set()).add(str(func))
+        ops.uncounted_calls[name] = ops.uncounted_calls.get(name, 0) + 1
+
+    def _settle(self, func: Any, name: str, share: int, value: Any, ops: OwnerOps) -> None:
+        """Record a formula's answer that is not a plain non-negative int of known share."""
+        try:
+            if type(value) is Flops and share in (_P_SPLIT, _P_UNKNOWN):
+                share = _P_SPLIT  # a user formula that declares its share
+                products = _whole_flops(value.products)
+                flops = products + _whole_flops(value.other)
+            elif share == _P_SPLIT:
+                raise _FormulaError(f"returned {value!r}, expected Flops(products, other)")
+            else:
+                flops = _whole_flops(value)
+                products = flops if share == _P_ALL else 0
+            if products < 0 or flops < products:  # a negative part of either kind
+                raise _FormulaError(f"negative FLOPs ({value!r})")
+        except Exception as error:
+            self._formula_failed(func, name, ops, error)
+            return
+        ops.flops += flops
+        ops.product_flops += products
+        ops.counted_calls[name] = ops.counted_calls.get(name, 0) + 1
+        ops.op_flops[name] = ops.op_flops.get(name, 0) + flops
+        if share == _P_UNKNOWN:
+            ops.unclassified_calls[name] = ops.unclassified_calls.get(name, 0) + 1
 
     # -- results --------------------------------------------------------------------------
 
@@ -528,13 +568,13 @@ class OperatorCounter:
             by_operator[op] = OperatorCount(
                 calls=calls.get(op, 0) + uncounted.get(op, 0), flops=result
             )
-        return FlopReport(
+        report = FlopReport(
             provenance=build_provenance(),
             name=name,
             total=self.total(scope=scope),
             product_flops=self.product_total(scope=scope),
             by_operator=by_operator,
-            by_module=self._by_module(scope, module_rollup),
+            by_module={},
             ignored_operators=[
                 IgnoredOperator(operator=op, calls=ignored[op], reason=self.ignored_reason(op))
                 for op in sorted(ignored)
@@ -542,28 +582,51 @@ class OperatorCounter:
             diagnostics=self.uncounted_diagnostics() + self.unclassified_diagnostics(),
             conventions={"flop": BASE_CONVENTION, "products": PRODUCTS_CONVENTION, **CONVENTIONS},
         )
+        # by_module holds one MetricResult per module (thousands), each already validated by
+        # MetricResult's constructors; pydantic would validate every one again
+        return report.model_copy(update={"by_module": self._by_module(scope, module_rollup)})
 
     def _by_module(self, scope: str, rollup: bool) -> dict[str, MetricResult]:
         sums: dict[str, list[int]] = {}  # key -> [flops, uncounted calls]
         for key, ops in self._by_owner.items():
-            if key is None:
-                continue
-            targets = [key]
-            if rollup:
-                parts = key.split(".")
-                targets = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
-            for target in targets:
-                acc = sums.setdefault(target, [0, 0])
-                acc[0] += ops.flops
-                acc[1] += sum(ops.uncounted_calls.values())
-        return {
-            key: (
-                MetricResult.complete(flops, unit=UNIT, scope=scope, method=METHOD)
-                if missing == 0
-                else MetricResult.partial(flops, unit=UNIT, scope=scope, method=METHOD)
-            )
-            for key, (flops, missing) in sorted(sums.items())
-        }
+            if key is not None:
+                missing = sum(ops.uncounted_calls.values()) if ops.uncounted_calls else 0
+                sums[key] = [ops.flops, missing]
+        if rollup:
+            _roll_up(sums)
+        made: dict[tuple[int, bool], MetricResult] = {}  # repeated blocks repeat their sums
+        out: dict[str, MetricResult] = {}
+        for key, (flops, missing) in sorted(sums.items()):
+            result = made.get((flops, missing == 0))
+            if result is None:
+                result = made[flops, missing == 0] = (
+                    MetricResult.complete(flops, unit=UNIT, scope=scope, method=METHOD)
+                    if missing == 0
+                    else MetricResult.partial(flops, unit=UNIT, scope=scope, method=METHOD)
+                )
+            out[key] = result
+        return out
+
+
+def _roll_up(sums: dict[str, list[int]]) -> None:
+    """Add every dotted key's sums into its ancestors (``a`` gets ``a.b`` and ``a.b.c``).
+
+    Deepest keys first, one parent step each: a key's sums are final before they are passed
+    up, so the work is one addition per key rather than one per ancestor per key.
+    """
+    by_depth: dict[int, list[str]] = {}
+    for key in sums:
+        by_depth.setdefault(key.count("."), []).append(key)
+    for depth in range(max(by_depth, default=0), 0, -1):
+        for key in by_depth.get(depth, ()):
+            parent = key.rpartition(".")[0]
+            acc = sums.get(parent)
+            if acc is None:
+                acc = sums[parent] = [0, 0]
+                by_depth.setdefault(depth - 1, []).append(parent)
+            child = sums[key]
+            acc[0] += child[0]
+            acc[1] += child[1]
 
 
 # ------------------------------------------------------------------------ module tracking
@@ -582,7 +645,7 @@ class _ModuleStack:
         # keyed by id(); ``_alive`` keeps each named module alive while the tracker is active,
         # so an id cannot be reused by another module (cleared on exit).
         self._names: dict[int, str] = {}
-        self._seen: set[int] = set()
+        self._seen: dict[int, str] = {}  # named, with its children named: the hooks' fast path
         self._alive: list[torch.nn.Module] = []
         self._handles: list[Any] = []
         self._grad_handles: list[Any] = []
@@ -596,17 +659,20 @@ class _ModuleStack:
         """The module's dotted name; the first call also names its children."""
         key = id(module)
         if key in self._seen:  # the common case: named, children named
-            return self._names[key]
+            return self._seen[key]
         names = self._names
         name = names.get(key)
         if name is None:
             name = names[key] = type(module).__name__
             self._alive.append(module)
-        self._seen.add(key)
-        for child_name, child in module.named_children():
-            if id(child) not in names:
+        self._seen[key] = name
+        alive = self._alive
+        # what named_children() yields (first name of a child registered twice), without
+        # its generator and memo set
+        for child_name, child in module._modules.items():
+            if child is not None and id(child) not in names:
                 names[id(child)] = f"{name}.{child_name}"
-                self._alive.append(child)
+                alive.append(child)
         return name
 
     def _push(self, name: str) -> None:
@@ -647,9 +713,9 @@ class _ModuleStack:
         return [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad]
 
     def _pre_hook(self, module: torch.nn.Module, inputs: Any) -> None:
-        name = self._name(module)
+        name = self._seen.get(id(module)) or self._name(module)
         self.stack.append(name)
-        if torch.is_grad_enabled():
+        if _grad_enabled():
             tensors = self._grad_tensors(inputs)
             if tensors:
                 self._grad_handles.append(
@@ -657,9 +723,13 @@ class _ModuleStack:
                 )
 
     def _post_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
-        name = self._name(module)
-        self._pop(name)
-        if torch.is_grad_enabled():
+        name = self._seen.get(id(module)) or self._name(module)
+        stack = self.stack
+        if stack and stack[-1] == name:  # the common case: properly nested
+            stack.pop()
+        else:
+            self._pop(name)
+        if _grad_enabled():
             tensors = self._grad_tensors(output)
             if tensors:
                 self._grad_handles.append(

@@ -1,0 +1,161 @@
+"""Issue 18's bars for measure_flops, timed side by side against the dispatch floor.
+
+For each model (ResNet-50-shaped CNN, Transformer, 5,000 blocks; the ``make bench`` builds,
+mixed training flags, eval maths) one round times three runners back to back, in an order
+that rotates every round: the plain ``no_grad`` forward, the same forward under an empty
+``TorchDispatchMode`` (the *dispatch floor*: every operator through Python dispatch, nothing
+counted; peers.py's definition) and ``measure_flops`` of that forward. Ratios are taken
+within a round, so machine load that slows a round slows all three; median and IQR are over
+rounds. Bars: ``measure_flops / plain <= floor / plain + 0.05`` (CNN, Transformer) and
+``measure_flops / floor <= 2`` (5,000 blocks). A benchmark script, never a test.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import datetime as dt
+import os
+import platform
+import pstats
+import re
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from models import BenchModel, model_set, set_mixed_modes
+from peers import _EmptyDispatchMode
+
+from torchscan_stages.analysis.operators import measure_flops
+
+BEGIN, END = "<!-- bench_flops:begin -->", "<!-- bench_flops:end -->"
+MODELS = ("resnet50", "transformer", "scaling_5000")
+
+
+def _runners(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Callable[[], Any]]:
+    def workload() -> Any:
+        with torch.no_grad():
+            return model(x)
+
+    def floor() -> Any:
+        with torch.no_grad(), _EmptyDispatchMode():
+            return model(x)
+
+    return {"plain": workload, "floor": floor, "measure_flops": lambda: measure_flops(workload)}
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    """(median, IQR) of the per-round values."""
+    if len(values) < 2:
+        return values[0], 0.0
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return statistics.median(values), q[2] - q[0]
+
+
+def time_model(bm: BenchModel, repeats: int) -> dict[str, Any]:
+    """Per-round seconds of each runner, and the ratios taken within each round."""
+    model = set_mixed_modes(bm.build())
+    x = bm.make_input()
+    runners = _runners(model, x)
+    names = list(runners)
+    for run in runners.values():  # warm-up: allocator, per-operator caches
+        run()
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(repeats):
+        shift = round_ % len(names)  # rotate who runs first
+        for name in names[shift:] + names[:shift]:
+            start = time.perf_counter()
+            runners[name]()
+            seconds[name].append(time.perf_counter() - start)
+    plain = seconds["plain"]
+    ratios = {
+        "floor/plain": [f / p for f, p in zip(seconds["floor"], plain, strict=True)],
+        "ours/plain": [m / p for m, p in zip(seconds["measure_flops"], plain, strict=True)],
+        "ours/floor": [
+            m / f for m, f in zip(seconds["measure_flops"], seconds["floor"], strict=True)
+        ],
+    }
+    return {
+        "model": bm.name,
+        "plain_ms": statistics.median(plain) * 1e3,
+        "ours_ms": statistics.median(seconds["measure_flops"]) * 1e3,
+        "ratios": {key: _quartiles(values) for key, values in ratios.items()},
+    }
+
+
+def verdict(row: dict[str, Any]) -> tuple[str, bool]:
+    """Issue 18's bar for this model, and whether the medians meet it."""
+    r = row["ratios"]
+    if row["model"].startswith("scaling"):
+        return "ours/floor <= 2", r["ours/floor"][0] <= 2.0
+    bar = r["floor/plain"][0] + 0.05
+    return f"ours/plain <= {bar:.3f} (floor + 0.05)", r["ours/plain"][0] <= bar
+
+
+def _fmt(pair: tuple[float, float]) -> str:
+    return f"{pair[0]:.3f} [{pair[1]:.3f}]"
+
+
+def section(rows: list[dict[str, Any]], repeats: int) -> str:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines = [
+        "## measure_flops against the dispatch floor (issue 18)",
+        "",
+        f"Run: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')} by "
+        f"`python benchmarks/bench_flops.py --floors --repeats {repeats}` on "
+        f"{platform.machine()}, {os.cpu_count()} logical cores, shared with other work "
+        f"(load average {load:.2f} at the end), torch {torch.__version__}, threads "
+        f"{torch.get_num_threads()}. Three runners per round in rotating order; ratios taken "
+        "within a round (load slows all three), median [IQR] over rounds. Floor = the forward "
+        "under an empty TorchDispatchMode.",
+        "",
+        "| model | plain ms | measure_flops ms | floor / plain | measure_flops / plain "
+        "| measure_flops / floor | bar | holds |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for row in rows:
+        bar, ok = verdict(row)
+        r = row["ratios"]
+        lines.append(
+            f"| `{row['model']}` | {row['plain_ms']:.2f} | {row['ours_ms']:.2f} | "
+            f"{_fmt(r['floor/plain'])} | {_fmt(r['ours/plain'])} | {_fmt(r['ours/floor'])} | "
+            f"{bar} | {'yes' if ok else 'no'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, text: str) -> None:
+    """Replace (or append) this script's section between its markers, atomically."""
+    block = f"{BEGIN}\n{text}{END}\n"
+    old = path.read_text() if path.exists() else ""
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.DOTALL)
+    new = pattern.sub(lambda _: block, old) if pattern.search(old) else old + "\n" + block
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text(new)
+    os.replace(tmp, path)
+
+
+def profile(name: str, calls: int = 20) -> None:
+    """cProfile of ``calls`` measure_flops calls on one model, by own time."""
+    bm = next(b for b in model_set("full") if b.name == name)
+    runners = _runners(set_mixed_modes(bm.build()), bm.make_input())
+    runners["measure_flops"]()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        runners["measure_flops"]()
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
+def floors_main(repeats: int, doc: Path | None, profile_model: str | None) -> None:
+    if profile_model:
+        profile(profile_model)
+        return
+    rows = [time_model(bm, repeats) for bm in model_set("full") if bm.name in MODELS]
+    text = section(rows, repeats)
+    print(text)
+    if doc is not None:
+        write_section(doc, text)
