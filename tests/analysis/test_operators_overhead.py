@@ -1,0 +1,105 @@
+"""The shortcuts of measure_flops' hot path count exactly what the plain path counts."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from torchscan_stages.analysis.operators import OperatorCounter, _roll_up, measure_flops
+
+
+class _Inner(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.cholesky(torch.eye(2)).sum() + self.fc(x)  # cholesky: uncounted
+
+
+class _Outer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = _Inner()
+        self.head = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.inner(x))
+
+
+def _nograd(model: nn.Module, x: torch.Tensor):
+    def workload() -> torch.Tensor:
+        with torch.no_grad():
+            return model(x)
+
+    return workload
+
+
+def test_roll_up_adds_each_key_into_every_ancestor_once() -> None:
+    sums = {"R.a.b.c": [5, 0], "R.a": [1, 0], "R.x": [2, 1], "R.a.b.d": [7, 2]}
+    _roll_up(sums)
+    # R.a.b (created) = c 5 + d 7 = 12 with 2 missing; R.a = own 1 + 12 = 13
+    # R (created) = R.a 13 + R.x 2 = 15, missing 2 + 1 = 3
+    assert sums["R.a.b"] == [12, 2]
+    assert sums["R.a"] == [13, 2]
+    assert sums["R"] == [15, 3]
+    assert sums["R.a.b.c"] == [5, 0] and sums["R.x"] == [2, 1]
+
+
+def test_partial_module_propagates_to_every_ancestor() -> None:
+    torch.manual_seed(0)
+    report = measure_flops(_nograd(_Outer().eval(), torch.randn(1, 4)))
+    # inner.fc: addmm 2*1*4*3 = 24; head: addmm 2*1*3*2 = 12 (the cholesky, its sum and the
+    # add run in _Inner's own forward, so they belong to _Outer.inner)
+    by_module = report.by_module
+    assert by_module["_Outer.inner.fc"].status == "complete"
+    assert by_module["_Outer.inner.fc"].value == 24
+    assert by_module["_Outer.head"].value == 12
+    # _Outer.inner owns the uncounted cholesky: partial, and so is the root above it
+    assert by_module["_Outer.inner"].status == "partial"
+    assert by_module["_Outer"].status == "partial"
+    inner, root = by_module["_Outer.inner"].known_value, by_module["_Outer"].known_value
+    assert inner is not None and root == inner + 12  # the root adds head's 12
+    assert report.total.status == "partial" and report.total.known_value == root
+
+
+def test_module_registered_twice_is_named_once_and_counted_each_call() -> None:
+    shared = nn.Linear(4, 4)
+    model = nn.Sequential(shared, nn.ReLU(), shared).eval()
+    report = measure_flops(_nograd(model, torch.randn(2, 4)))
+    # addmm 2*2*4*4 = 64 per call, two calls owned by the first name; relu 2*4 = 8
+    assert report.by_module["Sequential.0"].value == 128
+    assert "Sequential.2" not in report.by_module
+    assert report.by_module["Sequential"].value == 136
+
+
+def test_callable_owner_and_module_stack_owner_agree() -> None:
+    torch.manual_seed(0)
+    model, x = _Outer().eval(), torch.randn(1, 4)
+    stacked = measure_flops(_nograd(model, x))
+    owner = ["_Outer"]
+    with OperatorCounter(owner=lambda: owner[0]) as counter:
+        _nograd(model, x)()
+    # one owner for everything: its count is the root's rolled-up count above
+    assert counter.total().known_value == stacked.total.known_value
+    single = counter.report().by_module["_Outer"]
+    assert single.known_value == stacked.by_module["_Outer"].known_value
+
+
+def test_compiled_workload_counts_as_eager() -> None:
+    """The counting mode drops torch's Dynamo-disable wrapper (for speed): a workload that
+    compiles (and first traces) under the mode must still count what eager counts."""
+    w = torch.randn(8, 8)
+
+    def product(t: torch.Tensor) -> torch.Tensor:
+        return torch.relu(t @ w)
+
+    compiled = torch.compile(product, backend="eager")
+    x = torch.randn(2, 8)
+    eager = measure_flops(lambda: product(x))
+    first = measure_flops(lambda: compiled(x))  # traced under the counting mode
+    again = measure_flops(lambda: compiled(x))  # the compiled code, already built
+    # mm 2*2*8*8 = 256, relu 2*8 = 16 -> 272, in all three
+    assert eager.total.value == 272
+    assert first.total.value == 272 and first.total.status == "complete"
+    assert again.total.value == 272 and again.total.status == "complete"
