@@ -103,3 +103,22 @@ def test_compiled_workload_counts_as_eager() -> None:
     assert eager.total.value == 272
     assert first.total.value == 272 and first.total.status == "complete"
     assert again.total.value == 272 and again.total.status == "complete"
+
+
+def test_modules_inside_an_uncalled_container_get_their_full_path() -> None:
+    class Stack(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])  # never called
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    report = measure_flops(_nograd(Stack().eval(), torch.randn(1, 4)))
+    # addmm 2*1*4*4 = 32 per layer, each under its own path (not both under "Linear")
+    assert report.by_module["Stack.layers.0"].value == 32
+    assert report.by_module["Stack.layers.1"].value == 32
+    assert report.by_module["Stack.layers"].value == 64 and report.by_module["Stack"].value == 64
+    assert "Linear" not in report.by_module

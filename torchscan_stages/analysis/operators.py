@@ -644,8 +644,7 @@ class _ModuleStack:
         self.stack: list[str] = []
         # keyed by id(); ``_alive`` keeps each named module alive while the tracker is active,
         # so an id cannot be reused by another module (cleared on exit).
-        self._names: dict[int, str] = {}
-        self._seen: dict[int, str] = {}  # named, with its children named: the hooks' fast path
+        self._seen: dict[int, str] = {}
         self._alive: list[torch.nn.Module] = []
         self._handles: list[Any] = []
         self._grad_handles: list[Any] = []
@@ -656,23 +655,23 @@ class _ModuleStack:
         return stack[-1] if stack else None
 
     def _name(self, module: torch.nn.Module) -> str:
-        """The module's dotted name; the first call also names its children."""
+        """The module's dotted name; a module met first (a root) also names its subtree.
+
+        The whole subtree is named at once (``named_modules``: a module registered twice keeps
+        its first path), so modules inside containers that are never called themselves
+        (``ModuleList``, ``ModuleDict``) still get their full path, and every later hook call
+        is one dict lookup.
+        """
         key = id(module)
-        if key in self._seen:  # the common case: named, children named
-            return self._seen[key]
-        names = self._names
-        name = names.get(key)
-        if name is None:
-            name = names[key] = type(module).__name__
-            self._alive.append(module)
-        self._seen[key] = name
+        seen = self._seen
+        if key in seen:
+            return seen[key]
+        name = type(module).__name__
         alive = self._alive
-        # what named_children() yields (first name of a child registered twice), without
-        # its generator and memo set
-        for child_name, child in module._modules.items():
-            if child is not None and id(child) not in names:
-                names[id(child)] = f"{name}.{child_name}"
-                alive.append(child)
+        for path, sub in module.named_modules(prefix=name):
+            if id(sub) not in seen:
+                seen[id(sub)] = path
+                alive.append(sub)
         return name
 
     def _push(self, name: str) -> None:
@@ -758,7 +757,6 @@ class _ModuleStack:
         self._handles.clear()
         self._grad_handles.clear()
         self.stack.clear()
-        self._names.clear()
         self._seen.clear()
         self._alive.clear()
 
