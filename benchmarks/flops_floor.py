@@ -54,35 +54,46 @@ def _quartiles(values: list[float]) -> tuple[float, float]:
     return statistics.median(values), q[2] - q[0]
 
 
-def time_model(bm: BenchModel, repeats: int) -> dict[str, Any]:
-    """Per-round seconds of each runner, and the ratios taken within each round."""
+def _ratios(seconds: dict[str, list[float]]) -> dict[str, tuple[float, float]]:
+    """Median [IQR] over rounds of the within-round ratios."""
+    plain, floor, ours = seconds["plain"], seconds["floor"], seconds["measure_flops"]
+    pairs = {
+        "floor/plain": (floor, plain),
+        "ours/plain": (ours, plain),
+        "ours/floor": (ours, floor),
+    }
+    return {
+        key: _quartiles([a / b for a, b in zip(top, bottom, strict=True)])
+        for key, (top, bottom) in pairs.items()
+    }
+
+
+def time_model(bm: BenchModel, repeats: int) -> list[dict[str, Any]]:
+    """One row per clock (wall; process CPU, which other processes' load does not inflate)."""
     model = set_mixed_modes(bm.build())
-    x = bm.make_input()
-    runners = _runners(model, x)
+    runners = _runners(model, bm.make_input())
     names = list(runners)
     for run in runners.values():  # warm-up: allocator, per-operator caches
         run()
-    seconds: dict[str, list[float]] = {name: [] for name in names}
+    wall: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(repeats):
         shift = round_ % len(names)  # rotate who runs first
         for name in names[shift:] + names[:shift]:
-            start = time.perf_counter()
+            w, c = time.perf_counter(), time.process_time()
             runners[name]()
-            seconds[name].append(time.perf_counter() - start)
-    plain = seconds["plain"]
-    ratios = {
-        "floor/plain": [f / p for f, p in zip(seconds["floor"], plain, strict=True)],
-        "ours/plain": [m / p for m, p in zip(seconds["measure_flops"], plain, strict=True)],
-        "ours/floor": [
-            m / f for m, f in zip(seconds["measure_flops"], seconds["floor"], strict=True)
-        ],
-    }
-    return {
-        "model": bm.name,
-        "plain_ms": statistics.median(plain) * 1e3,
-        "ours_ms": statistics.median(seconds["measure_flops"]) * 1e3,
-        "ratios": {key: _quartiles(values) for key, values in ratios.items()},
-    }
+            cpu[name].append(time.process_time() - c)
+            wall[name].append(time.perf_counter() - w)
+    return [
+        {
+            "model": bm.name,
+            "clock": clock,
+            "plain_ms": statistics.median(seconds["plain"]) * 1e3,
+            "ours_ms": statistics.median(seconds["measure_flops"]) * 1e3,
+            "ratios": _ratios(seconds),
+        }
+        for clock, seconds in (("wall", wall), ("cpu", cpu))
+    ]
 
 
 def verdict(row: dict[str, Any]) -> tuple[str, bool]:
@@ -111,15 +122,15 @@ def section(rows: list[dict[str, Any]], repeats: int) -> str:
         "within a round (load slows all three), median [IQR] over rounds. Floor = the forward "
         "under an empty TorchDispatchMode.",
         "",
-        "| model | plain ms | measure_flops ms | floor / plain | measure_flops / plain "
+        "| model | clock | plain ms | measure_flops ms | floor / plain | measure_flops / plain "
         "| measure_flops / floor | bar | holds |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for row in rows:
         bar, ok = verdict(row)
         r = row["ratios"]
         lines.append(
-            f"| `{row['model']}` | {row['plain_ms']:.2f} | {row['ours_ms']:.2f} | "
+            f"| `{row['model']}` | {row['clock']} | {row['plain_ms']:.2f} | {row['ours_ms']:.2f} | "
             f"{_fmt(r['floor/plain'])} | {_fmt(r['ours/plain'])} | {_fmt(r['ours/floor'])} | "
             f"{bar} | {'yes' if ok else 'no'} |"
         )
@@ -154,7 +165,7 @@ def floors_main(repeats: int, doc: Path | None, profile_model: str | None) -> No
     if profile_model:
         profile(profile_model)
         return
-    rows = [time_model(bm, repeats) for bm in model_set("full") if bm.name in MODELS]
+    rows = [row for bm in model_set("full") if bm.name in MODELS for row in time_model(bm, repeats)]
     text = section(rows, repeats)
     print(text)
     if doc is not None:

@@ -263,7 +263,7 @@ class _CountingMode(TorchDispatchMode):
         if kwargs is None:
             kwargs = {}
         counter = self.counter
-        entry = counter._entries.get(func)
+        entry = counter._entries.get(id(func))  # OpOverload.__hash__ is a Python frame
         if entry is None:
             entry = counter._classify(func)
         kind, formula, name, share, call = entry
@@ -272,7 +272,7 @@ class _CountingMode(TorchDispatchMode):
                 result = func.decompose(*args, **kwargs)
             if result is not NotImplemented:
                 return result
-            entry = counter._entries[func] = (_UNCOUNTED, None, name, _P_NONE, call)
+            entry = counter._entries[id(func)] = (_UNCOUNTED, None, name, _P_NONE, call)
             kind = _UNCOUNTED
         out = call(*args, **kwargs)
         counter.grad_modes.add(_grad_enabled())
@@ -362,7 +362,10 @@ class OperatorCounter:
         self._owner_stack: list[str] | None = None
         if getattr(owner, "__func__", None) is _ModuleStack.current:
             self._owner_stack = owner.__self__.stack  # type: ignore[union-attr]
-        self._entries: dict[Any, Entry] = {}
+        # keyed by id(func): OpOverload hashes in Python; _funcs keeps every key's operator
+        # alive, so an id is never reused while this counter lives
+        self._entries: dict[int, Entry] = {}
+        self._funcs: list[Any] = []
         self._by_owner: dict[OwnerKey | None, OwnerOps] = {}
         self._ignored_reasons: dict[str, str] = {}
         self._uncounted_overloads: dict[str, set[str]] = {}
@@ -412,7 +415,8 @@ class OperatorCounter:
             entry = (_DECOMPOSE, None, name, _P_NONE, call)
         else:
             entry = (_UNCOUNTED, None, name, _P_NONE, call)
-        self._entries[func] = entry
+        self._entries[id(func)] = entry
+        self._funcs.append(func)
         return entry
 
     def _formula_failed(self, func: Any, name: str, ops: OwnerOps, error: Exception) -> None:
