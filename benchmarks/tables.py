@@ -371,13 +371,14 @@ def render(data: dict[str, Any]) -> str:
 
 
 def _kept_sections(path: Path) -> str:
-    """Sections other scripts own on the page (bench_hf.py's, between its markers)."""
+    """Sections other scripts own on the page (bench_hf.py's, bench_flops.py --floors'),
+    each between its own markers."""
     if not path.exists():
         return ""
-    found = re.search(
-        r"<!-- bench_hf:begin -->.*?<!-- bench_hf:end -->\n?", path.read_text(), re.DOTALL
+    pattern = r"<!-- (bench_\w+):begin -->.*?<!-- \1:end -->\n?"
+    return "".join(
+        "\n" + match.group(0) for match in re.finditer(pattern, path.read_text(), re.DOTALL)
     )
-    return "\n" + found.group(0) if found else ""
 
 
 def write_doc(data: dict[str, Any], path: Path) -> None:
