@@ -647,8 +647,10 @@ class _ModuleStack:
     def __init__(self) -> None:
         self.stack: list[str] = []
         # keyed by id(); ``_alive`` keeps each named module alive while the tracker is active,
-        # so an id cannot be reused by another module (cleared on exit).
-        self._seen: dict[int, str] = {}
+        # so an id cannot be reused by another module (cleared on exit). ``_seen``: modules
+        # whose subtree is named. (predict.modules.QualifiedModuleStack builds on both.)
+        self._names: dict[int, str] = {}
+        self._seen: set[int] = set()
         self._alive: list[torch.nn.Module] = []
         self._handles: list[Any] = []
         self._grad_handles: list[Any] = []
@@ -664,18 +666,20 @@ class _ModuleStack:
         The whole subtree is named at once (``named_modules``: a module registered twice keeps
         its first path), so modules inside containers that are never called themselves
         (``ModuleList``, ``ModuleDict``) still get their full path, and every later hook call
-        is one dict lookup.
+        is one set and one dict lookup.
         """
         key = id(module)
-        seen = self._seen
+        names, seen = self._names, self._seen
         if key in seen:
-            return seen[key]
-        name = type(module).__name__
+            return names[key]
+        name = names.get(key) or type(module).__name__
         alive = self._alive
         for path, sub in module.named_modules(prefix=name):
-            if id(sub) not in seen:
-                seen[id(sub)] = path
+            sub_key = id(sub)
+            if sub_key not in names:
+                names[sub_key] = path
                 alive.append(sub)
+            seen.add(sub_key)
         return name
 
     def _push(self, name: str) -> None:
@@ -716,7 +720,8 @@ class _ModuleStack:
         return [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad]
 
     def _pre_hook(self, module: torch.nn.Module, inputs: Any) -> None:
-        name = self._seen.get(id(module)) or self._name(module)
+        key = id(module)
+        name = self._names[key] if key in self._seen else self._name(module)
         self.stack.append(name)
         if _grad_enabled():
             tensors = self._grad_tensors(inputs)
@@ -726,7 +731,8 @@ class _ModuleStack:
                 )
 
     def _post_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
-        name = self._seen.get(id(module)) or self._name(module)
+        key = id(module)
+        name = self._names[key] if key in self._seen else self._name(module)
         stack = self.stack
         if stack and stack[-1] == name:  # the common case: properly nested
             stack.pop()
@@ -761,6 +767,7 @@ class _ModuleStack:
         self._handles.clear()
         self._grad_handles.clear()
         self.stack.clear()
+        self._names.clear()
         self._seen.clear()
         self._alive.clear()
 
