@@ -37,7 +37,7 @@ def set_defaults(conf_dir: Path, choices: list[str]) -> None:
         line = re.compile(rf"^(\s*-\s*{re.escape(group)}\s*:\s*)(\S+)(.*)$", re.M)
         if not line.search(text):
             raise ConfigError(f"--set-default {choice!r}: {path} has no '- {group}: ...' default")
-        text = line.sub(lambda m: f"{m.group(1)}{option}{m.group(3)}", text, count=1)
+        text = line.sub(lambda m, new=option: f"{m.group(1)}{new}{m.group(3)}", text, count=1)
     from ..report import atomic_write_text
 
     atomic_write_text(path, text)

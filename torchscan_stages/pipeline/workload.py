@@ -52,6 +52,7 @@ def _call_factory(spec: FactoryConfig, key: str) -> Any:
     except ValueError:  # no signature available (builtins): let the call decide
         signature = None
     if signature is not None:
+        _refuse_unknown(signature, spec, key)
         try:
             signature.bind(**spec.kwargs)
         except TypeError as error:
@@ -69,6 +70,24 @@ def _call_factory(spec: FactoryConfig, key: str) -> Any:
         raise ConfigError(
             f"{key}.kwargs: {spec.target} refused them ({type(error).__name__}: {message}){hidden}"
         ) from None
+
+
+def _refuse_unknown(signature: inspect.Signature, spec: FactoryConfig, key: str) -> None:
+    """A key the factory has no parameter for (and no ``**kwargs``): name it, suggest one."""
+    import difflib
+
+    parameters = signature.parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    named = [n for n, p in parameters.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    for name in spec.kwargs:
+        if name not in named:
+            close = difflib.get_close_matches(name, named, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(
+                f"{key}.kwargs.{name}: {spec.target} has no parameter {name!r}{hint}; "
+                f"it takes {', '.join(named) or 'no arguments'}"
+            )
 
 
 def _through_var_keyword(signature: inspect.Signature, kwargs: dict[str, Any]) -> list[str]:
