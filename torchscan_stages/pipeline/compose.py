@@ -35,9 +35,11 @@ def set_defaults(conf_dir: Path, choices: list[str]) -> None:
                 f"write it first (see docs/pipeline.md)"
             )
         line = re.compile(rf"^(\s*-\s*{re.escape(group)}\s*:\s*)(\S+)(.*)$", re.M)
-        if not line.search(text):
+        if line.search(text) is None:
             raise ConfigError(f"--set-default {choice!r}: {path} has no '- {group}: ...' default")
-        text = line.sub(lambda m, new=option: f"{m.group(1)}{new}{m.group(3)}", text, count=1)
+        match = line.search(text)
+        assert match is not None
+        text = f"{text[: match.start(2)]}{option}{text[match.end(2) :]}"
     from ..report import atomic_write_text
 
     atomic_write_text(path, text)
