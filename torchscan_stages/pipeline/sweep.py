@@ -41,7 +41,8 @@ def _job_row(job_dir: Path, root: Path) -> dict[str, Any] | None:
     for metrics_file in sorted((job_dir / "metrics").glob("*.json")):
         values = json.loads(metrics_file.read_text(encoding="utf-8"))
         for key, value in values.items():
-            row[f"{metrics_file.stem}.{key}"] = value
+            # '_', not '.': a dot in a field name means a nested field to vega-lite (dvc plots)
+            row[f"{metrics_file.stem}_{key}"] = value
     for report_file in reports:
         document = json.loads(report_file.read_text(encoding="utf-8"))
         run = (document.get("provenance") or {}).get("run") or {}
