@@ -27,7 +27,7 @@ lint: setup
 	$(PY) -m ruff format --check torchscan_stages tests benchmarks
 
 types: setup
-	$(PY) -m mypy
+	$(BEAT) mypy $(PY) -m mypy
 
 check: lint types test
 
