@@ -404,3 +404,27 @@ def test_rss_stage_passes_a_200kb_config_through_a_file(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "reports" / "rss.json").read_text())
     assert report["rss"]["exit_code"] == 0 and report["rss"]["peak"]["status"] == "complete"
     assert "--config-file" in report["rss"]["command"]  # not 200 KB of argv
+
+
+def test_render_stage_help_and_an_empty_folder(tmp_path: Path) -> None:
+    def render(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "torchscan_stages.stages.render", *args],
+            cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    shown = render("--help")
+    assert shown.returncode == 0 and shown.stdout.startswith("usage: ")
+    assert "Writes: FOLDER/index.html" in shown.stdout  # not "no reports under --help"
+    empty = render("nothing")
+    assert empty.returncode == 2
+    assert empty.stderr.startswith("render: no reports under nothing/ (expected any of crawl")
+
+
+def test_package_main_without_a_command_fails_with_usage() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "torchscan_stages"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("usage: python -m torchscan_stages COMMAND")
