@@ -5,9 +5,9 @@ PY := $(VENV)/bin/python
 # Installs only when pyproject.toml or constraints.txt changed since the last install.
 STAMP := $(VENV)/.installed
 # Progress at least every 15 s during long quiet steps (pip, pytest, dvc repro).
-BEAT := $(PYTHON) .ci/heartbeat
+BEAT := $(PYTHON) $(CURDIR)/.ci/heartbeat
 
-.PHONY: setup test check lint types bench main plots-template
+.PHONY: setup test check lint types bench main sweep check-optimisation plots-template
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,14 @@ main: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(BEAT) "dvc repro" $(VENV)/bin/dvc repro
 	@echo "HTML report: $(CURDIR)/reports/index.html"
 	@echo "to keep it: git add dvc.lock metrics plots reports/.gitignore && git commit && dvc push"
+
+# The side pipelines are DVC projects of their own (never in the main one's status or
+# metrics): `dvc repro` runs inside their folder.
+sweep: setup
+	cd pipelines/sweep && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(BEAT) "dvc repro" dvc repro
+
+check-optimisation: setup
+	cd pipelines/check_optimisation && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(BEAT) "dvc repro" dvc repro
 
 # Rebuild .dvc/plots/offline.html (vega scripts inlined from npm); only to change versions.
 plots-template: setup
