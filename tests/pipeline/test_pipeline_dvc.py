@@ -254,6 +254,9 @@ def test_branch_on_an_hf_causal_lm_diffs_against_main(repo: Path) -> None:
     metrics = json.loads(_sh(repo, "dvc", "metrics", "diff", "main", "--json").stdout)
     parameters = metrics["metrics/crawl.json"]["parameters"]
     assert parameters["old"] != parameters["new"]  # a different model, a different count
+    plots = repo.parent / "plots-diff"
+    _no_warning(_sh(repo, "dvc", "plots", "diff", "main", "-o", str(plots), check=False))
+    assert "cdn.jsdelivr" not in (plots / "index.html").read_text(encoding="utf-8")
     _sh(repo, "git", "checkout", "-q", "main")
     _no_warning(_sh(repo, "dvc", "checkout", check=False))
     run = load_report(repo / "reports" / "crawl.json").provenance.run
