@@ -41,7 +41,8 @@ def _job_row(job_dir: Path, root: Path) -> dict[str, Any] | None:
     for metrics_file in sorted((job_dir / "metrics").glob("*.json")):
         values = json.loads(metrics_file.read_text(encoding="utf-8"))
         for key, value in values.items():
-            row[f"{metrics_file.stem}.{key}"] = value
+            # '_', not '.': a dot in a field name means a nested field to vega-lite (dvc plots)
+            row[f"{metrics_file.stem}_{key}"] = value
     for report_file in reports:
         document = json.loads(report_file.read_text(encoding="utf-8"))
         run = (document.get("provenance") or {}).get("run") or {}
@@ -94,7 +95,10 @@ class SweepSummaryCallback:
         if not folder.is_dir():
             return
         jobs = [p for p in folder.iterdir() if p.is_dir() and p.name not in self._before]
-        summarize_jobs(jobs, folder, title=f"Sweep {folder}")
+        summary = summarize_jobs(jobs, folder, title=f"Sweep {folder}")
+        page = folder / SUMMARY_HTML
+        shown = page if page.exists() else folder / SUMMARY_JSON
+        print(f"sweep summary: {shown} ({len(summary['jobs'])} jobs)", flush=True)
 
     # Hydra calls these on every callback; a summary has nothing to do there.
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
@@ -116,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("jobs", nargs="+", help="job folders (each with reports/)")
     parser.add_argument("--title", default="Sweep")
     args = parser.parse_args(argv)
-    summarize_jobs([Path(j) for j in args.jobs], Path(args.output_dir), title=args.title)
+    output = Path(args.output_dir)
+    summary = summarize_jobs([Path(j) for j in args.jobs], output, title=args.title)
+    print(f"sweep summary: {output / SUMMARY_HTML} ({len(summary['jobs'])} jobs)")
     return 0
 
 

@@ -126,9 +126,11 @@ def run(ctx: StageContext) -> None:
         # the module crawl_module sees, so the diff uses the eager candidate.
         eager = build_workload(cfg, candidate=cfg.candidate.model_copy(update={"compile": None}))
         with baseline.precision_context():
-            before = crawl_module(baseline.eager_model, args=baseline.inputs)
+            before = crawl_module(
+                baseline.eager_model, args=baseline.inputs, kwargs=baseline.kwargs
+            )
         with eager.precision_context():
-            after = crawl_module(eager.eager_model, args=eager.inputs)
+            after = crawl_module(eager.eager_model, args=eager.inputs, kwargs=eager.kwargs)
         diff = compare_reports(before, after)
     if comparison.check.passed is not None:
         metrics["check_passed"] = int(comparison.check.passed)
@@ -138,10 +140,13 @@ def run(ctx: StageContext) -> None:
     for key, value in diff.totals.items():
         if value.delta is not None:
             metrics[f"diff_{key}"] = value.delta
+    ctx.headline = [f"check {'passed' if comparison.check.passed else 'not passed'}"] + [
+        f"{d.metric} ratio {d.ratio:.3g} ({d.verdict})" for d in comparison.deltas if d.ratio
+    ]
     ctx.write_report(comparison)
     ctx.write_report(diff, "compare_diff")
     ctx.write_metrics(metrics)
 
 
 if __name__ == "__main__":
-    stage_main("compare", KEYS, run, required=("candidate",))
+    stage_main("compare", KEYS, run, required=("candidate",), about=__doc__ or "")
