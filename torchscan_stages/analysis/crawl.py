@@ -241,7 +241,7 @@ class _Recorder:
         self.known: dict[int, tuple[nn.Module, str, ModuleHandler | None, bool]] = {}
         named = list(module.named_modules())
         for _, sub in named:
-            register_for(type(sub))  # transformers' classes: built-in handlers, lazily
+            register_for(sub)  # transformers' classes: built-in handlers, lazily
         for path, sub in named:
             handler = lookup_handler(type(sub), custom) if full else None
             is_custom = handler is not None and any(handler is h for h in custom.values())

@@ -2,18 +2,24 @@
 
 The package never imports ``transformers`` itself: a model whose modules come from it has
 already imported it, so loading ``integrations.hf_handlers`` then costs no new dependency.
+Each transformers class is resolved once, by its family (see that module); the handler goes
+into the one registry, where ``custom_modules`` still wins.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
-_loaded = [False]
+from torch import nn
+
+_module: list[Any] = []
 
 
-def register_for(module_type: type) -> None:
-    """Load the transformers handlers when ``module_type`` is one of transformers' classes."""
-    if _loaded[0] or not module_type.__module__.startswith("transformers."):
+def register_for(module: nn.Module) -> None:
+    """Register the family handler of ``module``'s class when it is one of transformers'."""
+    if not type(module).__module__.startswith("transformers."):
         return
-    _loaded[0] = True
-    importlib.import_module("torchscan_stages.integrations.hf_handlers")
+    if not _module:
+        _module.append(importlib.import_module("torchscan_stages.integrations.hf_handlers"))
+    _module[0].register_transformers_class(module)

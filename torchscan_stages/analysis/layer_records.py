@@ -60,8 +60,13 @@ MAC_FREE_OPERATORS = frozenset(
         "max_pool3d max_pool2d_with_indices max_pool3d_with_indices avg_pool1d avg_pool2d "
         "avg_pool3d _adaptive_avg_pool2d _adaptive_avg_pool3d adaptive_avg_pool1d "
         "adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d mean sum amax amin max "
-        "min _softmax _log_softmax"
+        "min _softmax _log_softmax all any bitwise_and bitwise_or bitwise_xor bitwise_not "
+        "where"
     ).split()
+)
+_PRODUCTS = frozenset({"aten.mul", "aten.mul_"})
+_ACCUMULATING = frozenset(
+    f"aten.{name}" for name in ("add", "add_", "sub", "sub_", "rsub", "sum", "mean")
 )
 OPERATOR_UNIT = "FLOPs"
 OPERATOR_METHOD = "operator_dispatch"
@@ -206,13 +211,20 @@ def _macs_free(ops: OwnerOps) -> bool:
 
     Every operator it ran itself must be counted by a built-in formula (no custom formula,
     nothing uncounted) and be on the allow-list: a residual ``add``, an activation, a
-    pooling, a softmax or a plain reduction in a container's forward. Then the module's own
-    MACs are exactly 0 even though its own FLOPs have no module formula.
+    pooling, a softmax or a plain reduction in a container's forward; or element-wise
+    ``mul`` with no add, subtract or reduction beside it (nothing to accumulate a product
+    into). Then the module's own MACs are exactly 0 even though its own FLOPs have no module
+    formula.
     """
-    return (
-        not ops.uncounted_calls
-        and not ops.unclassified_calls
-        and all(name in MAC_FREE_OPERATORS for name in ops.counted_calls)
+    if ops.uncounted_calls or ops.unclassified_calls:
+        return False
+    names = ops.counted_calls
+    if all(name in MAC_FREE_OPERATORS for name in names):
+        return True
+    # element-wise products with nothing to accumulate them into (a gated MLP's act(g) * u,
+    # a scaling by a constant): no multiply-accumulate either
+    return all(n in MAC_FREE_OPERATORS or n in _PRODUCTS for n in names) and not any(
+        n in _ACCUMULATING for n in names
     )
 
 
