@@ -60,8 +60,7 @@ MAC_FREE_OPERATORS = frozenset(
         "max_pool3d max_pool2d_with_indices max_pool3d_with_indices avg_pool1d avg_pool2d "
         "avg_pool3d _adaptive_avg_pool2d _adaptive_avg_pool3d adaptive_avg_pool1d "
         "adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d mean sum amax amin max "
-        "min _softmax _log_softmax all any bitwise_and bitwise_or bitwise_xor bitwise_not "
-        "where"
+        "min _softmax _log_softmax all any bitwise_and bitwise_or bitwise_xor bitwise_not"
     ).split()
 )
 _PRODUCTS = frozenset({"aten.mul", "aten.mul_"})
