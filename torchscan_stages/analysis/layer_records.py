@@ -250,7 +250,7 @@ def _from_handler(own: _Own, i: int, call: Call) -> bool:
         own.metrics[i] = {m: unavailable(m) for m in COST_METRICS}
         return False
     own.metrics[i] = metrics
-    missing = [m for m in COST_METRICS if m not in metrics]
+    missing = [m for m in COST_METRICS if m not in metrics or metrics[m].status == "unavailable"]
     if missing and own.once(call, "missing"):
         own.diagnostics.append(
             Diagnostic(
