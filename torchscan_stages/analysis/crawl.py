@@ -379,7 +379,7 @@ def crawl_module(
     custom_modules: Mapping[type[nn.Module], ModuleHandler] | None = None,
     fill_from_operators: bool | Iterable[type[nn.Module]] = False,
 ) -> AnalysisReport:
-    """Analyse one evaluation-mode ``no_grad`` forward call of ``module``; see docs/api.md.
+    """Analyse one evaluation-mode ``no_grad`` forward call of ``module`` (docs/module-analysis.md).
 
     ``fill_from_operators`` (True, or module classes) takes the own module FLOPs and MACs of
     a module without a handler from the operators its own forward ran (method

@@ -323,13 +323,4 @@ def register_transformers_class(module: nn.Module) -> ModuleHandler | None:
     return handler
 
 
-def describe_gap(module_type: type) -> str:
-    """The one-line fix for a transformers class no family covers."""
-    name = module_type.__name__
-    return (
-        f"custom_modules={{{name}: ModuleHandler(...)}} or fill_from_operators=[{name}] "
-        f"(transformers class {module_type.__module__}.{name})"
-    )
-
-
-__all__ = ["ACTIVATION_FLOPS", "describe_gap", "family_of", "register_transformers_class"]
+__all__ = ["ACTIVATION_FLOPS", "family_of", "register_transformers_class"]
