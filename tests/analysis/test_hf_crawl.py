@@ -157,10 +157,14 @@ def test_hf_model_is_complete_without_user_handlers(name: str) -> None:
         d.message for d in report.diagnostics if "macs" in (d.metric or "")
     ]
     _check_operator_attribution(report)
-    if name == "mixtral":
-        return  # its product share needs aten._grouped_mm's formula: see test_mixtral_macs
-    assert report.totals.operator_flops.is_complete
     products = measure_flops(lambda: model(**kwargs)).product_flops
+    if name == "mixtral" and products is not None and not products.is_complete:
+        # before the MoE operator formulas (aten._grouped_mm, topk, sort, histc) exist, only
+        # those may be missing; test_mixtral_macs_closed_form checks the MACs meanwhile
+        missing = {d.operator for d in report.diagnostics if d.code == "uncounted_operator"}
+        assert missing <= {"aten._grouped_mm", "aten.topk", "aten.sort", "aten.histc"}
+        return
+    assert report.totals.operator_flops.is_complete
     assert products is not None and products.is_complete
     assert products.value is not None and report.totals.macs.value is not None
     # 2 MACs per multiply-add; module formulas add norm affines (1 MAC per element)
