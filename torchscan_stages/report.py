@@ -298,8 +298,11 @@ class LayerOperatorFlops(_Model):
 
     ``own``: operators the call ran itself, outside its child module calls; ``inclusive``: its
     whole call, children included. ``*_products`` are the tensor-product share of each. Never
-    added to the module-formula metrics beside them.
+    added to the module-formula metrics beside them. Frozen: records with equal counts share
+    one instance.
     """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     own: MetricResult
     inclusive: MetricResult

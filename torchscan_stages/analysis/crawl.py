@@ -392,11 +392,12 @@ def crawl_module(
     fill = _check_fill(fill_from_operators)
     # see _gc and _guards: no collections during the call, one crawl per model at a time,
     # and a plain forward's recursion depth
-    with gc_paused(), model_lock(module), depth_headroom():
-        recorder = _Recorder(module, mode == "full", custom)
-        output = _run(module, recorder, mapping, call_args, call_kwargs)
-    built = build(recorder.calls, mode, recorder.counter, fill)
-    report = _assemble(module, mode, built, recorder, call_args, call_kwargs, output)
+    with gc_paused():
+        with model_lock(module), depth_headroom():
+            recorder = _Recorder(module, mode == "full", custom)
+            output = _run(module, recorder, mapping, call_args, call_kwargs)
+        built = build(recorder.calls, mode, recorder.counter, fill)
+        report = _assemble(module, mode, built, recorder, call_args, call_kwargs, output)
     if strict:
         incomplete = _incomplete(report, built.handler_failures)
         if incomplete:

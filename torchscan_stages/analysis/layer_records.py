@@ -418,18 +418,23 @@ def operator_flops(calls: list[Call], owner_ops: dict[Any, OwnerOps]) -> list[La
             total[2] += child[6]
             total[3] = total[3] and child[7]
         sums[i] = own + total
-    return [
-        trusted_construct(
-            LayerOperatorFlops,
-            {
-                "own": _operator_metric(s[0], s[1]),
-                "own_products": _operator_metric(s[2], s[3]),
-                "inclusive": _operator_metric(s[4], s[5]),
-                "inclusive_products": _operator_metric(s[6], s[7]),
-            },
-        )
-        for s in sums
-    ]
+    shared: dict[tuple[Any, ...], LayerOperatorFlops] = {}  # frozen: equal counts share one
+    records = []
+    for s in sums:
+        key = tuple(s)
+        record = shared.get(key)
+        if record is None:
+            record = shared[key] = trusted_construct(
+                LayerOperatorFlops,
+                {
+                    "own": _operator_metric(s[0], s[1]),
+                    "inclusive": _operator_metric(s[4], s[5]),
+                    "own_products": _operator_metric(s[2], s[3]),
+                    "inclusive_products": _operator_metric(s[6], s[7]),
+                },
+            )
+        records.append(record)
+    return records
 
 
 # -------------------------------------------------------------------------------- records

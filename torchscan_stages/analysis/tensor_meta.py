@@ -26,8 +26,10 @@ def capture(value: Any) -> RawMeta:
     A container that contains itself, or nesting deeper than MAX_NESTING, is described as
     ``("other", "<type> (recursive)")`` / ``("other", "<type> (nested too deep)")``.
     """
-    if isinstance(value, torch.Tensor):  # the common case, first
+    if isinstance(value, torch.Tensor):  # the common cases first: a tensor, a tuple of them
         return ("tensor", tuple(value.shape), value.dtype, value.device, value.requires_grad)
+    if type(value) is tuple and all(isinstance(v, torch.Tensor) for v in value):
+        return ("tuple", None, tuple(capture(v) for v in value))
     return _capture(value, set(), 0)
 
 
