@@ -182,3 +182,10 @@ def test_nan_never_reaches_a_total() -> None:
     handler = ModuleHandler(lambda ctx: {"module_flops": 1, "macs": math.nan, "dmas": 1})
     report = crawl_module(nn.Sequential(Leaf()), (2,), custom_modules={Leaf: handler})
     assert report.totals.macs.known_value is None or not math.isnan(report.totals.macs.known_value)
+
+
+def test_empty_batch_is_not_a_silent_zero() -> None:
+    report = crawl_module(nn.Linear(4, 4), args=(torch.zeros(0, 4),))
+    empty = [d for d in report.diagnostics if d.code == "empty_input"]
+    assert len(empty) == 1 and "[0, 4]" in empty[0].message
+    assert report.totals.module_flops.value == 0  # no rows: 0 x (2*4*4 + 4) FLOPs, said above

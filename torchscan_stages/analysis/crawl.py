@@ -435,6 +435,20 @@ def _run(
             sub.training = flag
 
 
+def _empty_input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Diagnostic | None:
+    """Every tensor input has no elements (a batch of 0): the costs are those of no work."""
+    tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
+    if not tensors or any(t.numel() for t in tensors):
+        return None
+    shapes = ", ".join(str(list(t.shape)) for t in tensors[:4])
+    return Diagnostic(
+        code="empty_input",
+        severity="warning",
+        message=f"every tensor input is empty ({shapes}): the costs describe a call that did no "
+        "work on data; give a non-empty batch to measure the model",
+    )
+
+
 def _deferred_output(output: Any) -> Diagnostic | None:
     """A forward that returned a generator or coroutine did its work lazily, not in the call."""
     lazy = inspect.isgenerator(output) or inspect.iscoroutine(output)
@@ -478,6 +492,9 @@ def _assemble(
             )
         )
     totals = _totals(module, built, recorder.calls, operator_total)
+    empty = _empty_input(call_args, call_kwargs)
+    if empty is not None:
+        diagnostics.append(empty)
     deferred = _deferred_output(output)
     if deferred is not None:
         diagnostics.append(deferred)
