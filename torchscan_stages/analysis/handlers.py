@@ -93,7 +93,8 @@ class ModuleHandler:
     """A module cost estimate: ``callback(ctx)`` returns any subset of FORMULA_METRICS.
 
     Values are numbers (complete), MetricResult (its status and numbers are kept; unit, scope
-    and method are set to the module-formula ones) or None (unavailable). An optional
+    and method are set to the module-formula ones) or None (unavailable). A bool, NaN, an
+    infinity or a negative count is refused (``handler_failed``), never summed. An optional
     ``"diagnostics"`` entry (list of Diagnostic or str) travels with the record.
     ``inclusive=True`` declares that the estimate covers the whole subtree, so children are
     not counted again in totals (their records are still produced).
