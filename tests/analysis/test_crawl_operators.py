@@ -66,3 +66,40 @@ def test_fill_leaves_handled_modules_to_their_formula() -> None:
     report = crawl_module(nn.Sequential(nn.Linear(4, 4)), (4,), fill_from_operators=True)
     assert report.totals.module_flops.method == "module_formula"
     assert not any(d.code == "operator_fill" for d in report.diagnostics)
+
+
+class Gated(nn.Module):
+    """A gated MLP's own work: act(g) * u, an element-wise product with nothing to add."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = nn.Linear(4, 8, bias=False)
+        self.up = nn.Linear(4, 8, bias=False)
+        self.act = nn.SiLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.gate(x)) * self.up(x)
+
+
+class Affine(nn.Module):
+    """x * g + b in the module's own forward: a multiply-add the formulas count as a MAC."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.g = nn.Parameter(torch.ones(4))
+        self.b = nn.Parameter(torch.zeros(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.g + self.b
+
+
+def test_elementwise_product_without_accumulation_has_no_macs() -> None:
+    report = crawl_module(Gated(), (4,))
+    # gate and up: 2 x (4*8) MACs = 64; the gating product adds no MAC
+    assert report.totals.macs.status == "complete" and report.totals.macs.value == 64
+    assert report.totals.module_flops.status == "partial"  # its 8 multiplies have no formula
+
+
+def test_multiply_beside_an_add_keeps_macs_unknown() -> None:
+    report = crawl_module(Affine(), (4,))
+    assert report.totals.macs.status == "unavailable"
