@@ -228,3 +228,42 @@ def test_crawl_of_a_plain_model_does_not_load_the_hf_handlers() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_hf_layer_formulas_by_hand() -> None:
+    """Module FLOPs/MACs/DMAs of single HF layers, each against hand arithmetic."""
+    gpt2 = {r.path: r.metrics for r in crawl_module(build("gpt2"), kwargs=inputs("gpt2")).layers}
+    c_attn = gpt2["transformer.h.0.attn.c_attn"]
+    # Conv1D(32 -> 96) on 8 rows: 8*32*96 = 24,576 MACs; FLOPs 2*MACs + 8*96 bias adds
+    assert (c_attn.macs.value, c_attn.module_flops.value) == (24_576, 49_152 + 768)
+    # DMAs: input 8*32 + weight 32*96 + bias 96 + output 8*96 = 256 + 3,072 + 96 + 768
+    assert c_attn.dmas.value == 4_192
+    # NewGELU (tanh approximation): 9 FLOPs per element of the 8 x 128 input
+    assert gpt2["transformer.h.0.mlp.act"].module_flops.value == 9 * 1_024
+    llama = {r.path: r for r in crawl_module(build("llama"), kwargs=inputs("llama")).layers}
+    norm = llama["model.layers.0.input_layernorm"].metrics
+    # RMSNorm of 8 rows x 32: mean of squares 2/elem + 1/row, normalise 1/elem + 2/row,
+    # weight 1/elem -> 4*256 + 3*8 = 1,048; no MACs (no bias to accumulate)
+    assert (norm.module_flops.value, norm.macs.value) == (1_048, 0)
+    rotary = llama["model.rotary_emb"].metrics
+    # 8 positions x 4 inverse frequencies = 32 products (element-wise, no MAC); cos, sin and
+    # two scalings of the (1, 8, 8) tables: 4 * 64 -> 32 + 256 = 288
+    assert (rotary.module_flops.value, rotary.macs.value) == (288, 0)
+    attention = llama["model.layers.0.self_attn"]
+    # own part: q@k^T and p@v, 2 x (4 heads x 8 x 8 scores x head_dim 8) = 4,096 MACs;
+    # FLOPs 2 x 4,096 + 6 per score (scaling 1, softmax 5) x 256 scores = 9,728;
+    # children: q, o 8*32*32 MACs each, k, v 8*32*16 each -> 24,576 MACs, 49,152 FLOPs
+    assert attention.metrics.macs.value == 4_096 + 24_576
+    assert attention.metrics.module_flops.value == 9_728 + 49_152
+    mixtral = {
+        r.path: r.metrics for r in crawl_module(build("mixtral"), kwargs=inputs("mixtral")).layers
+    }
+    router = mixtral["model.layers.0.mlp.gate"]
+    # router: 8 rows x 4 experts x 32 = 1,024 MACs; FLOPs 2,048 + softmax and top-k 6 x 32
+    # logits + renormalising 2 x (8 rows x 2 chosen) = 2,048 + 192 + 32 = 2,272
+    assert (router.macs.value, router.module_flops.value) == (1_024, 2_272)
+    experts = mixtral["model.layers.0.mlp.experts"]
+    # 16 routed rows x (gate_up 128x32 + down 32x64) = 16 x 6,144 = 98,304 MACs; FLOPs
+    # 2 x MACs + gate product 16 x 64 + weighting and summing 2 x 16 x 32 = 196,608 + 1,024
+    # + 1,024, plus the SiLU child on 16 x 64: 5 x 1,024 = 5,120 -> 203,776
+    assert (experts.macs.value, experts.module_flops.value) == (98_304, 203_776)
