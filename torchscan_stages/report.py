@@ -293,8 +293,29 @@ class LayerMetrics(_Model):
     effective_padding: MetricResult
 
 
+class LayerOperatorFlops(_Model):
+    """Operator FLOPs (method ``operator_dispatch``) dispatched while one module call was active.
+
+    ``own``: operators the call ran itself, outside its child module calls; ``inclusive``: its
+    whole call, children included. ``*_products`` are the tensor-product share of each. Never
+    added to the module-formula metrics beside them. Frozen: records with equal counts share
+    one instance.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    own: MetricResult
+    inclusive: MetricResult
+    own_products: MetricResult
+    inclusive_products: MetricResult
+
+
 class LayerRecord(_Model):
-    """One module call. A module called twice has two records, told apart by call_index."""
+    """One module call. A module called twice has two records, told apart by call_index.
+
+    ``operator_flops`` is absent in reports written before it existed and in
+    ``mode="structure"`` (an optional field: no schema version change).
+    """
 
     path: str
     call_index: int
@@ -308,6 +329,7 @@ class LayerRecord(_Model):
     output: ValueMeta | None = None
     params: ParameterStats
     metrics: LayerMetrics
+    operator_flops: LayerOperatorFlops | None = None
 
 
 class AnalysisTotals(_Model):

@@ -422,6 +422,10 @@ class OperatorCounter:
             for key, ops in self._by_owner.items()
         }
 
+    def live_owner_ops(self, key: OwnerKey | None) -> OwnerOps | None:
+        """The counter's own record for ``key`` (not a copy: read it, never change it)."""
+        return self._by_owner.get(key)
+
     def ignored_reason(self, operator: str) -> str:
         """Why ``operator`` (a packet name such as ``aten.view``) counts 0 FLOPs."""
         return self._ignored_reasons.get(operator, "zero-FLOP operator")

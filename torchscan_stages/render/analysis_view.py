@@ -128,6 +128,10 @@ def _layer_row(
         cell(metrics.macs, "macs"),
         cell(metrics.dmas, "dmas"),
         cell(metrics.receptive_field, "receptive_field"),
+        # operator FLOPs of the whole call (operator dispatch), beside, never added
+        metric_cell(record.operator_flops.inclusive, brief=True)
+        if record.operator_flops is not None
+        else Cell("—", "not recorded (structure mode or an older report)", "na"),
     )
     flagged = None
     if layer_diags:
