@@ -32,6 +32,7 @@ from ..devices import check_workload, execution_record, resolve_device
 from ..provenance import build_provenance
 from ..report import BenchmarkReport, Diagnostic, MemorySection, MetricResult
 from ..workload_type import Workload
+from .lazy import lazy_output_diagnostic
 
 
 class TrackedTensorMemory(TorchDispatchMode):
@@ -154,6 +155,23 @@ def _tracked_result(
     ), diagnostics
 
 
+def _lazy_run(
+    tracker: TrackedTensorMemory, lazy: Diagnostic, baseline: dict[str, int]
+) -> MemoryRun:
+    """The workload deferred its work: what ran is a lower bound, nothing ran is unavailable."""
+    scope, method = "cpu_tracked_tensors", "operator_dispatch"
+    peak = tracker.peak.get("cpu", 0)
+    result = (
+        MetricResult.partial(peak, unit="bytes", scope=scope, method=method)
+        if peak > 0
+        else MetricResult.unavailable(unit="bytes", scope=scope, method=method)
+    )
+    baseline["cpu_tracked_tensors_preexisting"] = tracker.preexisting.get("cpu", 0)
+    section = MemorySection(results=[result], baseline_bytes=baseline)
+    grad = (True in tracker.grad_modes) if tracker.grad_modes else None
+    return MemoryRun(section=section, diagnostics=[lazy], calls=1, grad_enabled=grad)
+
+
 def run_peak_memory(workload: Workload, device: torch.device) -> MemoryRun:
     """One call under the tracker (and CUDA peak statistics when ``device`` is CUDA)."""
     tracker = TrackedTensorMemory()
@@ -166,12 +184,16 @@ def run_peak_memory(workload: Workload, device: torch.device) -> MemoryRun:
         baseline["accelerator_allocated"] = torch.cuda.memory_allocated(device)
         baseline["accelerator_reserved"] = torch.cuda.memory_reserved(device)
     with tracker:
-        workload()
+        output = workload()
+    lazy = lazy_output_diagnostic(output, "memory")
+    del output
     if cuda:
         torch.cuda.synchronize(device)
     elif device.type == "mps":
         torch.mps.synchronize()
 
+    if lazy is not None:
+        return _lazy_run(tracker, lazy, baseline)
     results: list[MetricResult] = []
     cpu, cpu_diagnostics = _tracked_result(tracker, "cpu", "cpu_tracked_tensors")
     results.append(cpu)
