@@ -121,3 +121,25 @@ def test_observes_the_grad_mode_the_workload_runs_under() -> None:
     assert report.execution.grad_enabled is True
     assert report.execution.workload_grad_enabled is False
     assert measure_peak_memory(lambda: layer(x)).execution.workload_grad_enabled is True
+
+
+def test_generator_workload_is_not_a_complete_zero() -> None:
+    def workload():  # type: ignore[no-untyped-def]  # a generator function: runs nothing
+        yield torch.ones(1024) * 2
+
+    report = measure_peak_memory(workload)
+    result = _result(report, "cpu_tracked_tensors")
+    assert result.status == "unavailable"  # nothing ran: not a complete 0 bytes
+    (diagnostic,) = report.diagnostics
+    assert diagnostic.code == "lazy_output" and "generator" in diagnostic.message
+
+
+def test_lazy_iterator_after_real_work_is_a_lower_bound() -> None:
+    def workload() -> object:
+        kept = torch.ones(1024)  # 1024 x 4 bytes = 4096 bytes allocated before deferring
+        return map(lambda x: x * 2, [kept])  # noqa: C417 - the lazy iterator is the point
+
+    report = measure_peak_memory(workload)
+    result = _result(report, "cpu_tracked_tensors")
+    assert result.status == "partial" and result.known_value == 4096  # 1024 x 4 bytes
+    assert [d.code for d in report.diagnostics] == ["lazy_output"]
