@@ -245,7 +245,7 @@ def test_nan_inf_or_negative_block_time_refused(bad: float) -> None:
 def test_zero_work_units_refused() -> None:
     document = _benchmark_document()
     document["work_units"] = 0
-    with pytest.raises(ValueError, match="at work_units: .*greater than 0"):
+    with pytest.raises(ValueError, match=r"at work_units: .*greater than 0"):
         load_report(json.dumps(document))
 
 

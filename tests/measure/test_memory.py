@@ -137,7 +137,7 @@ def test_generator_workload_is_not_a_complete_zero() -> None:
 def test_lazy_iterator_after_real_work_is_a_lower_bound() -> None:
     def workload() -> object:
         kept = torch.ones(1024)  # 1024 x 4 bytes = 4096 bytes allocated before deferring
-        return map(lambda x: x * 2, [kept])  # noqa: C417 - the lazy iterator is the point
+        return map(lambda x: x * 2, [kept])  # the lazy iterator is the point
 
     report = measure_peak_memory(workload)
     result = _result(report, "cpu_tracked_tensors")

@@ -292,7 +292,8 @@ def test_phase_record_with_boolean_peak_is_a_diagnostic() -> None:
     assert phases["load"].status == "unavailable"  # true is not a byte count, not 1
     assert phases["run"].value == 4096
     (diagnostic,) = [d for d in report.diagnostics if d.code == "rss_phase_unreadable"]
-    assert "record 1" in diagnostic.message and "peak_bytes is not a byte count" in diagnostic.message
+    assert "record 1" in diagnostic.message
+    assert "peak_bytes is not a byte count" in diagnostic.message
 
 
 @posix_only
