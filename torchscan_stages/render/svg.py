@@ -129,7 +129,7 @@ def latency_plot(block_times_s: Sequence[float], stats: LatencyStats | None) -> 
         lo, hi = times[0], times[-1]
     lo_axis, hi_axis = min(lo, times[0]), max(hi, times[-1])
     pad = (hi_axis - lo_axis) * 0.05 or abs(hi_axis) * 0.05 or 1e-9
-    if not math.isfinite(hi_axis + pad):
+    if abs(lo_axis) + abs(hi_axis) > 1e300:  # the padded axis and its ticks would overflow
         return Markup('<p class="chart-note">Block times too large to plot.</p>')
     ticks = nice_ticks(lo_axis - pad, hi_axis + pad, 5)
     x0, x1 = ticks[0], ticks[-1]
