@@ -114,3 +114,13 @@ def test_output_under_a_file_is_one_line(
     assert main([str(report), "-o", str(report / "page.html")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("render: error: cannot write") and err.count("\n") == 1
+
+
+def test_directory_as_input_report_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([str(tmp_path), "-o", str(tmp_path / "page.html")]) == 1
+    assert (
+        capsys.readouterr().err == f"render: error: {tmp_path}: is a directory, not a report file\n"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0)
     for path in args.reports:
+        if path.is_dir():
+            print(f"render: error: {path}: is a directory, not a report file", file=sys.stderr)
+            return 1
         if not path.is_file():
             print(f"render: error: {path}: no such report file", file=sys.stderr)
             return 1
