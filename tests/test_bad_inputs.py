@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from torchscan_stages import (
+    ModuleHandler,
     compare_reports,
     crawl_module,
     load_report,
@@ -408,7 +409,57 @@ REPORT_FILES: list[Case] = [
     ),
 ]
 
-CASES = API + REPORT_FILES
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _config(edit: Callable[[dict[str, Any]], Any]) -> Any:
+    """validate_config on params.yaml with one edit (the pipeline's own schema)."""
+    import yaml
+
+    from torchscan_stages.pipeline.schema import validate_config
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    edit(params)
+    return validate_config(params)
+
+
+CONFIG: list[Case] = [
+    (
+        "config-seed-negative",
+        lambda t: _config(lambda p: p.update(seed=-1)),
+        ValueError,
+        "seed = -1: input should be greater than or equal to 0",
+    ),
+    (
+        "config-device-type",
+        lambda t: _config(lambda p: p.update(device={"type": "tpu"})),
+        ValueError,
+        "device.type = 'tpu': input should be 'cpu' or 'cuda'",
+    ),
+    (
+        "config-dtype",
+        lambda t: _config(lambda p: p["precision"].update(dtype="float8")),
+        ValueError,
+        "precision.dtype = 'float8': input should be 'float32', 'bfloat16'",
+    ),
+    (
+        "config-work-units-zero",
+        lambda t: _config(lambda p: p["input"].update(work_units=0)),
+        ValueError,
+        "input.work_units = 0: input should be greater than 0",
+    ),
+]
+
+WORKLOADS: list[Case] = [
+    (
+        "workload-needs-argument",
+        lambda t: measure_flops(lambda x: x),
+        TypeError,  # type: ignore[arg-type, misc]
+        "missing 1 required positional argument: 'x'",
+    ),
+]
+
+CASES = API + REPORT_FILES + CONFIG + WORKLOADS
 
 
 @pytest.mark.parametrize(
@@ -424,3 +475,14 @@ def test_bad_input(
     text = str(caught.value)
     assert message in text
     assert "\n" not in text, f"not one line: {text!r}"
+
+
+def test_negative_handler_flops_never_give_a_complete_negative_total() -> None:
+    """A ModuleHandler returning module_flops=-1000 once gave a complete total of -979."""
+    handler = ModuleHandler(lambda ctx: {"module_flops": -1000})
+    model = nn.Sequential(nn.Linear(4, 3))
+    report = crawl_module(model, (4,), custom_modules={nn.Linear: handler})
+    total = report.totals.module_flops
+    assert total.status != "complete"
+    assert total.known_value is None or total.known_value >= 0
+    assert any("must be >= 0" in d.message for d in report.diagnostics)

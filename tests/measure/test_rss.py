@@ -304,3 +304,14 @@ def test_phase_record_with_invalid_utf8_is_a_diagnostic() -> None:
     assert len(messages) == 3
     assert "record 1 is not a mark_phase record (not UTF-8)" in messages[0]
     assert "record 2" in messages[1] and "record 3" in messages[2]
+
+
+@posix_only
+def test_child_killed_by_a_signal_is_partial_with_child_killed() -> None:
+    script = "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    report = measure_peak_rss([sys.executable, "-c", script], timeout=60)
+    assert report.rss is not None and report.rss.signal == signal.SIGKILL
+    assert report.rss.exit_code == -signal.SIGKILL  # -9: killed, not exited
+    assert report.rss.peak.status in ("partial", "unavailable")
+    assert [d.code for d in report.diagnostics] == ["child_killed"]
+    assert "SIGKILL" in report.diagnostics[0].message
