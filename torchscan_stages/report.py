@@ -807,6 +807,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     target = Path(path)
     if target.is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a directory, not a file to write", str(target))
+    if target.parent.exists() and not target.parent.is_dir():  # mkdir would say "File exists"
+        raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(target.parent))
     target.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
