@@ -93,8 +93,15 @@ class Exploding(nn.Module):
         raise Boom("forward failed")
 
 
-def _failing_workload() -> Callable[[], Any]:
-    model = Exploding()
+class Interrupting(nn.Module):
+    """Ctrl-C arriving inside the forward: a BaseException that ``except Exception`` misses."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise KeyboardInterrupt
+
+
+def _failing_workload(error: type[BaseException]) -> Callable[[], Any]:
+    model = Exploding() if error is Boom else nn.Sequential(_small(), Interrupting())
     return lambda: model(torch.randn(2, 8))
 
 
@@ -106,20 +113,25 @@ MEASUREMENTS: dict[str, Callable[[Callable[[], Any]], Any]] = {
 }
 
 
+@pytest.mark.parametrize("error", [Boom, KeyboardInterrupt])
 @pytest.mark.parametrize("name", sorted(MEASUREMENTS))
-def test_a_failing_workload_leaves_nothing_behind(name: str) -> None:
+def test_a_failing_workload_leaves_nothing_behind(name: str, error: type[BaseException]) -> None:
     before = _global_state()
-    with pytest.raises(Boom):
-        MEASUREMENTS[name](_failing_workload())
+    with pytest.raises(error):
+        MEASUREMENTS[name](_failing_workload(error))
     assert _global_state() == before
 
 
+@pytest.mark.parametrize("error", [Boom, KeyboardInterrupt])
 @pytest.mark.parametrize("training", [True, False])
-def test_a_failing_crawl_leaves_the_model_and_torch_as_found(training: bool) -> None:
-    model = Exploding().train(training)
-    model.inner[1].train(not training)  # a mixed model: every flag must come back as it was
+def test_a_failing_crawl_leaves_the_model_and_torch_as_found(
+    training: bool, error: type[BaseException]
+) -> None:
+    model: nn.Module = Exploding() if error is Boom else nn.Sequential(_small(), Interrupting())
+    model.train(training)
+    list(model.modules())[-2].train(not training)  # a mixed model: every flag must come back
     before, modules = _global_state(), _module_state(model)
-    with pytest.raises(Boom):
+    with pytest.raises(error):
         crawl_module(model, (8,))
     assert _global_state() == before
     assert _module_state(model) == modules

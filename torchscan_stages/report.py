@@ -10,9 +10,12 @@ Schema-version policy (``SCHEMA_VERSION``, written into every report):
   compatible: no bump. Older reports load with the default; older readers refuse the new
   field (``extra="forbid"``), so write reports with the version you read them with.
   ``FlopReport.product_flops`` was added this way.
-* A field whose meaning, unit or allowed values change, or a field removed or renamed, is a
-  breaking change: bump ``SCHEMA_VERSION``; ``load_report`` then refuses reports of any
-  other version with one line naming both versions (re-create them with this version).
+* A field whose meaning or unit changes, whose allowed values widen or change, or a field
+  removed or renamed, is a breaking change: bump ``SCHEMA_VERSION``; ``load_report`` then
+  refuses reports of any other version with one line naming both versions (re-create them
+  with this version).
+* Refusing values no correct writer ever produced (negative counts, NaN or infinite times)
+  is a fix, not a schema change: no bump. Such a report was already wrong.
 
 Every number a report carries is checked on load: counts, bytes, FLOPs and times are finite
 and non-negative, so a report ``load_report`` accepts can always be rendered.
