@@ -132,6 +132,45 @@ def test_random_stacks_crawl_to_closed_forms_and_leave_the_model(spec: dict[str,
     assert load_report(text) == report
 
 
+CONV = st.fixed_dictionaries(
+    {
+        "batch": st.integers(min_value=1, max_value=2),
+        "groups": st.sampled_from([1, 2]),
+        "channels": st.integers(min_value=1, max_value=3),  # per group
+        "out": st.integers(min_value=1, max_value=3),  # per group
+        "size": st.integers(min_value=3, max_value=9),
+        "kernel": st.integers(min_value=1, max_value=3),
+        "stride": st.integers(min_value=1, max_value=3),
+        "padding": st.integers(min_value=0, max_value=1),
+        "bias": st.booleans(),
+        "flatten": st.booleans(),
+        "training": st.booleans(),
+    }
+)
+
+
+@_settings(ci_examples=20)
+@given(CONV)
+def test_random_conv_stacks_match_the_closed_form(spec: dict[str, Any]) -> None:
+    g, k, s, p = spec["groups"], spec["kernel"], spec["stride"], spec["padding"]
+    cin, cout, n, size = spec["channels"] * g, spec["out"] * g, spec["batch"], spec["size"]
+    conv = nn.Conv2d(cin, cout, k, stride=s, padding=p, groups=g, bias=spec["bias"])
+    layers: list[nn.Module] = [conv, nn.ReLU()]
+    if spec["flatten"]:
+        layers.append(nn.Flatten())
+    model = nn.Sequential(*layers).train(spec["training"])
+    before = _state(model)
+    report = crawl_module(model, args=(torch.randn(n, cin, size, size),))
+    assert _state(model) == before
+    side = (size + 2 * p - k) // s + 1  # output height = width
+    out_elements = n * cout * side * side
+    macs = out_elements * (cin // g) * k * k  # each output: C_in/groups x k x k products
+    flops = 2 * macs + (out_elements if spec["bias"] else 0) + out_elements  # + ReLU's max
+    assert report.totals.macs.status == "complete" and report.totals.macs.value == macs
+    assert report.totals.module_flops.value == flops
+    assert load_report(report.model_dump_json()) == report
+
+
 # ----------------------------------------------------------- random damage to reports
 
 
