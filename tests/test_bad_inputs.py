@@ -423,6 +423,13 @@ def _config(edit: Callable[[dict[str, Any]], Any]) -> Any:
     return validate_config(params)
 
 
+def _compose(overrides: list[str]) -> Any:
+    """The pipeline's Hydra composition with overrides, as a stage or ``dvc exp run -S``."""
+    from torchscan_stages.pipeline.loader import load_config
+
+    return load_config(overrides, conf_dir=ROOT / "conf")
+
+
 CONFIG: list[Case] = [
     (
         "config-seed-negative",
@@ -445,6 +452,12 @@ CONFIG: list[Case] = [
     (
         "config-work-units-zero",
         lambda t: _config(lambda p: p["input"].update(work_units=0)),
+        ValueError,
+        "input.work_units = 0: input should be greater than 0",
+    ),
+    (
+        "config-batch-size-zero",
+        lambda t: _compose(["input.kwargs.batch_size=0"]),
         ValueError,
         "input.work_units = 0: input should be greater than 0",
     ),

@@ -143,3 +143,24 @@ def test_lazy_iterator_after_real_work_is_a_lower_bound() -> None:
     result = _result(report, "cpu_tracked_tensors")
     assert result.status == "partial" and result.known_value == 4096  # 1024 x 4 bytes
     assert [d.code for d in report.diagnostics] == ["lazy_output"]
+
+
+def test_empty_batch_is_flagged_as_empty_work() -> None:
+    model = torch.nn.Linear(4, 3)
+    batch = torch.randn(0, 4)  # batch_size 0
+
+    report = measure_peak_memory(lambda: model(batch))
+    result = _result(report, "cpu_tracked_tensors")
+    assert result.value == 0  # 0 rows x 3 outputs x 4 bytes = 0 bytes: true, but no work
+    (diagnostic,) = report.diagnostics
+    assert diagnostic.code == "empty_work" and diagnostic.severity == "error"
+    assert "a batch of 0" in diagnostic.message
+
+
+def test_real_batch_and_in_place_work_are_not_flagged() -> None:
+    model = torch.nn.Linear(4, 3)
+    report = measure_peak_memory(lambda: model(torch.randn(2, 4)))
+    assert report.diagnostics == []
+    x = torch.zeros(8)
+    report = measure_peak_memory(lambda: x.add_(1))  # in place: no new bytes, but work
+    assert report.diagnostics == [] and _result(report, "cpu_tracked_tensors").value == 0

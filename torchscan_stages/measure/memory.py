@@ -32,7 +32,16 @@ from ..devices import check_workload, execution_record, resolve_device
 from ..provenance import build_provenance
 from ..report import BenchmarkReport, Diagnostic, MemorySection, MetricResult
 from ..workload_type import Workload
-from .lazy import lazy_output_diagnostic
+from .lazy import empty_work_diagnostic, lazy_output_diagnostic
+
+
+def _is_view_operator(func: Any) -> bool:
+    """Whether the operator returns an alias it does not write (a view), from its schema."""
+    try:
+        returns = func._schema.returns
+    except AttributeError:
+        return False
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in returns)
 
 
 class TrackedTensorMemory(TorchDispatchMode):
@@ -51,6 +60,8 @@ class TrackedTensorMemory(TorchDispatchMode):
         self._live: dict[int, tuple[weakref.ref[Any], int, str]] = {}
         self._seen_before: dict[int, weakref.ref[Any]] = {}
         self.grad_modes: set[bool] = set()
+        self.operators = 0  # operator calls seen
+        self.elements_out = 0  # elements of every non-view tensor they produced
 
     @staticmethod
     def _storage(tensor: torch.Tensor) -> Any | None:
@@ -114,8 +125,12 @@ class TrackedTensorMemory(TorchDispatchMode):
             if isinstance(item, torch.Tensor):
                 self._note_input(item)
         out = func(*args, **kwargs)
+        self.operators += 1
+        view = _is_view_operator(func)  # a view of a weight (``aten.t``) is no work done
         for item in tree_flatten(out)[0]:
             if isinstance(item, torch.Tensor):
+                if not view:
+                    self.elements_out += item.numel()
                 self._note_output(item, str(func))
         return out
 
@@ -194,6 +209,9 @@ def run_peak_memory(workload: Workload, device: torch.device) -> MemoryRun:
 
     if lazy is not None:
         return _lazy_run(tracker, lazy, baseline)
+    empty = empty_work_diagnostic(tracker.operators, tracker.elements_out, "memory")
+    if empty is not None:
+        diagnostics.append(empty)
     results: list[MetricResult] = []
     cpu, cpu_diagnostics = _tracked_result(tracker, "cpu", "cpu_tracked_tensors")
     results.append(cpu)
