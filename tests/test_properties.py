@@ -11,6 +11,7 @@ import copy
 import json
 import math
 import os
+import sys
 from typing import Any
 
 import pytest
@@ -24,8 +25,11 @@ from torchscan_stages import (
     compare_reports,
     crawl_module,
     load_report,
+    measure_flops,
     measure_latency,
     measure_peak_memory,
+    measure_peak_rss,
+    profile_workload,
     render_report,
 )
 from torchscan_stages.report import REPORT_TYPES, AnalysisReport
@@ -175,7 +179,7 @@ def test_random_conv_stacks_match_the_closed_form(spec: dict[str, Any]) -> None:
 
 
 def _valid_documents() -> list[dict[str, Any]]:
-    """Real reports of four kinds: a crawl, a memory pass, a latency run, a model diff."""
+    """Real reports: a crawl, memory, latency, a model diff, operator FLOPs, RSS, a profile."""
     model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
     analysis = crawl_module(model, (4,))
     wider = crawl_module(nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2)), (4,))
@@ -183,7 +187,17 @@ def _valid_documents() -> list[dict[str, Any]]:
     clock = SimulatedClock()  # the latency numbers come from a simulated clock, not the host
     latency = measure_latency(clock.workload(0.002, noise=0.1), clock=clock, work_units=4)
     diff = compare_reports(analysis, wider)
-    reports = (analysis, memory, latency, diff)
+    flops = measure_flops(lambda: model(torch.randn(2, 4)))
+    rss = measure_peak_rss(
+        [
+            sys.executable,
+            "-c",
+            "from torchscan_stages.measure.rss_phases import mark_phase\nmark_phase('start')",
+        ],
+        timeout=60,
+    )
+    profile = profile_workload(lambda: model(torch.randn(2, 4)), row_limit=5)
+    reports = (analysis, memory, latency, diff, flops, rss, profile)
     return [json.loads(r.model_dump_json()) for r in reports]
 
 
@@ -247,7 +261,7 @@ def _mutate(document: Any, path: tuple[Any, ...], action: str, value: Any) -> An
     return document
 
 
-@_settings(ci_examples=120)
+@_settings(ci_examples=200)
 @given(st.data())
 def test_damaged_reports_load_right_or_fail_with_one_value_error(data: st.DataObject) -> None:
     document = copy.deepcopy(data.draw(st.sampled_from(DOCUMENTS)))
