@@ -407,6 +407,12 @@ REPORT_FILES: list[Case] = [
         TypeError,  # type: ignore[arg-type]
         "load_report takes a path, JSON text or bytes, got int",
     ),
+    (
+        "report-name-too-long",
+        lambda t: load_report("x" * 5000),
+        ValueError,
+        "is neither a JSON document nor an existing file",
+    ),
 ]
 
 ROOT = Path(__file__).resolve().parents[1]

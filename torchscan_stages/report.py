@@ -658,14 +658,14 @@ def _decode(data: bytes, where: str) -> str:
 
 
 def _read_file(path: Path, where: str) -> str:
-    if path.is_dir():
-        raise ValueError(f"load_report: {where!r} is a directory, not a report file")
-    if not path.is_file():
-        raise ValueError(f"load_report: no report file at {where!r}")
     try:
+        if path.is_dir():
+            raise ValueError(f"load_report: {where!r} is a directory, not a report file")
+        if not path.is_file():
+            raise ValueError(f"load_report: no report file at {where!r}")
         data = path.read_bytes()
-    except OSError as error:
-        raise ValueError(f"load_report: cannot read {where!r}: {error.strerror}") from None
+    except OSError as error:  # unreadable, or a name too long for the file system
+        raise ValueError(f"load_report: cannot read {where[:200]!r}: {error.strerror}") from None
     return _decode(data, where)
 
 
@@ -685,10 +685,14 @@ def _read_source(path_or_text: str | os.PathLike[str] | bytes) -> tuple[str, str
         return text, "<text>"
     if "\x00" in text:
         raise ValueError("load_report: the argument is neither a JSON document nor a file path")
-    path = Path(text)
-    if not path.exists():
-        raise ValueError(f"load_report: {text!r} is neither a JSON document nor an existing file")
-    return _read_file(path, text), text
+    try:
+        exists = Path(text).exists()
+    except OSError:  # e.g. a name too long to be a path: it is not a file either
+        exists = False
+    if not exists:
+        shown = text if len(text) <= 200 else text[:200] + "..."
+        raise ValueError(f"load_report: {shown!r} is neither a JSON document nor an existing file")
+    return _read_file(Path(text), text), text
 
 
 def _parse(text: str, where: str) -> Any:
