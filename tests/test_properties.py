@@ -175,6 +175,61 @@ def test_random_conv_stacks_match_the_closed_form(spec: dict[str, Any]) -> None:
     assert load_report(report.model_dump_json()) == report
 
 
+IMAGE_LAYERS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["conv", "bn", "relu", "gelu", "maxpool", "avgpool", "dropout2d", "identity", "ln"]
+        ),
+        st.booleans(),  # training flag of this layer
+    ),
+    min_size=1,
+    max_size=7,
+)
+
+
+def _image_layer(kind: str, channels: int, side: int) -> tuple[nn.Module, int]:
+    """A layer that keeps the channel count, and the spatial side it leaves."""
+    if kind == "conv":
+        return nn.Conv2d(channels, channels, 3, padding=1), side
+    if kind == "bn":
+        return nn.BatchNorm2d(channels), side
+    if kind in ("maxpool", "avgpool") and side >= 2:
+        pool = nn.MaxPool2d(2) if kind == "maxpool" else nn.AvgPool2d(2)
+        return pool, side // 2
+    if kind == "ln":
+        return nn.LayerNorm([side, side]), side
+    simple = {"relu": nn.ReLU, "gelu": nn.GELU, "dropout2d": nn.Dropout2d}
+    return simple.get(kind, nn.Identity)(), side
+
+
+@_settings(ci_examples=20)
+@given(
+    IMAGE_LAYERS,
+    st.integers(min_value=1, max_value=3),
+    st.integers(min_value=1, max_value=8),
+    st.sampled_from([torch.float32, torch.float64]),
+)
+def test_random_image_stacks_never_raise_and_leave_the_model(
+    layers: list[tuple[str, bool]], channels: int, side: int, dtype: torch.dtype
+) -> None:
+    modules: list[nn.Module] = []
+    size = side
+    for kind, training in layers:
+        module, size = _image_layer(kind, channels, size)
+        modules.append(module.train(training))
+    model = nn.Sequential(*modules).to(dtype)
+    weights = {k: v.clone() for k, v in model.state_dict().items()}  # BN running stats too
+    before = _state(model)
+    report = crawl_module(model, args=(torch.randn(2, channels, side, side, dtype=dtype),))
+    assert _state(model) == before
+    assert all(torch.equal(weights[k], v) for k, v in model.state_dict().items())
+    for name in ("module_flops", "macs", "dmas", "parameters"):
+        result = getattr(report.totals, name)
+        assert result.known_value is None or result.known_value >= 0
+    assert report.totals.parameters.value == sum(p.numel() for p in model.parameters())
+    assert load_report(report.model_dump_json()) == report
+
+
 # ----------------------------------------------------------- random damage to reports
 
 
