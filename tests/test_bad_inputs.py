@@ -321,7 +321,7 @@ API: list[Case] = [
         "render-output-directory",
         lambda t: render_report(crawl_module(_model(), (4,)), output=t),
         ValueError,
-        "is a directory; name the HTML file to write",
+        "is a directory; name the file to write",
     ),
 ]
 

@@ -31,6 +31,7 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeAlias, TypeVar
 
@@ -832,6 +833,45 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
         raise
     _clean_stale_temporaries(target, started, os.path.basename(tmp_name))
     return target
+
+
+def _same_file(source: object, target: Path) -> bool:
+    """Whether ``source`` (a report model, JSON text or a path) names the file ``target``."""
+    if isinstance(source, bytes) or not isinstance(source, (str, os.PathLike)):
+        return False
+    if isinstance(source, str) and source.lstrip().startswith(("{", "[")):
+        return False  # JSON text, not a path
+    try:
+        return Path(source).exists() and os.path.samefile(source, target)
+    except (OSError, ValueError):
+        return False
+
+
+def check_output_path(
+    output: str | os.PathLike[str] | None, sources: Sequence[object], *, example: str = "out"
+) -> None:
+    """Refuse an output that is a directory or one of the inputs, before any work is done.
+
+    For every command and function that reads reports and writes a file: writing over an
+    input would destroy the report the output was made from. ``sources`` may mix paths,
+    JSON text and report models (only paths can clash).
+    """
+    if output is None:
+        return
+    target = Path(output)
+    if target.is_dir():
+        raise ValueError(
+            f"output {str(target)!r} is a directory; name the file to write, "
+            f"such as {str(target / example)!r}"
+        )
+    if not target.exists():
+        return
+    for source in sources:
+        if _same_file(source, target):
+            raise ValueError(
+                f"output {str(target)!r} is one of the input reports; refusing to overwrite it "
+                "(choose another output file)"
+            )
 
 
 def save_report(report: _Report, path: str | os.PathLike[str]) -> Path:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from ..report import (
     ReportDiff,
     Status,
     atomic_write_text,
+    check_output_path,
     load_report,
 )
 from .analysis_view import analysis_charts, analysis_totals, flops_view, layer_events
@@ -192,41 +193,6 @@ def _page(title: str, body: Markup) -> str:
     )
 
 
-def _same_file(source: object, target: Path) -> bool:
-    """Whether ``source`` (a report model, JSON text or a path) names the file ``target``."""
-    if isinstance(source, bytes) or not isinstance(source, (str, os.PathLike)):
-        return False
-    if isinstance(source, str) and source.lstrip().startswith(("{", "[")):
-        return False  # JSON text, not a path
-    try:
-        return Path(source).exists() and os.path.samefile(source, target)
-    except (OSError, ValueError):
-        return False
-
-
-def check_output(output: str | os.PathLike[str] | None, sources: Sequence[object]) -> None:
-    """Refuse an output that is a directory or one of the input reports, before any work.
-
-    Writing the page over an input would destroy the report it was rendered from.
-    """
-    if output is None:
-        return
-    target = Path(output)
-    if target.is_dir():
-        raise ValueError(
-            f"output {str(target)!r} is a directory; name the HTML file to write, "
-            f"such as {str(target / 'report.html')!r}"
-        )
-    if not target.exists():
-        return
-    for source in sources:
-        if _same_file(source, target):
-            raise ValueError(
-                f"output {str(target)!r} is one of the input reports; refusing to overwrite it "
-                "(choose another output file)"
-            )
-
-
 def _write(html: str, output: str | os.PathLike[str] | None) -> str:
     if output is not None:
         atomic_write_text(output, html)
@@ -243,7 +209,7 @@ def render_report(
     ``output`` that is a directory or the input report itself, raises ``ValueError`` before
     anything is written.
     """
-    check_output(output, [report_or_path])
+    check_output_path(output, [report_or_path], example="report.html")
     report = _load(report_or_path, "report_or_path")
     html = _page(_title(report), _section(report, "r0-", level=1))
     return _write(html, output)
@@ -273,7 +239,7 @@ def render_index(
     if isinstance(reports_or_paths, (str, bytes, os.PathLike)):
         raise TypeError("reports_or_paths must be an iterable of reports or paths, not one path")
     sources = list(reports_or_paths)
-    check_output(output, sources)
+    check_output_path(output, sources, example="report.html")
     reports: list[AnyReport] = []
     for number, source in enumerate(sources):
         reports.append(_load(source, f"reports_or_paths[{number}]"))
