@@ -20,6 +20,7 @@ from torchscan_stages.report import (
     MetricResult,
     ParameterStats,
     atomic_write_text,
+    check_output_path,
     combine_sum,
     load_report,
     report_json_schema,
@@ -334,3 +335,16 @@ def test_schema_version_policy_is_written_down() -> None:
     assert "Schema-version policy" in doc and "product_flops" in doc
     with pytest.raises(ValueError, match="re-create the report with this version"):
         load_report('{"kind": "flops", "schema_version": 0}')
+
+
+def test_check_output_path_refuses_inputs_and_directories(tmp_path: Path) -> None:
+    report = _flop_report()
+    saved = report.save(tmp_path / "a.json")
+    with pytest.raises(ValueError, match="is one of the input reports; refusing to overwrite"):
+        check_output_path(tmp_path / "." / "a.json", [report, "{}", saved])
+    with pytest.raises(ValueError, match=r"is a directory; name the file to write, such as"):
+        check_output_path(tmp_path, [saved])
+    # a new file, JSON text and report models never clash
+    check_output_path(tmp_path / "b.json", [saved])
+    check_output_path(saved, [report, report.model_dump_json()])
+    check_output_path(None, [saved])
