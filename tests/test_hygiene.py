@@ -179,3 +179,28 @@ def test_ctrl_c_during_measure_peak_rss_leaves_no_child(tmp_path: Path) -> None:
     assert _gone(child), "the measured child outlived Ctrl-C"
     assert _global_state() == before
     assert {s: signal.getsignal(s) for s in handlers} == handlers
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs process groups")
+def test_an_error_while_measuring_rss_leaves_no_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any exception in the measuring loop (here: the sampler fails) still kills the child."""
+    import torchscan_stages.measure.rss as rss_module
+
+    pid_file = tmp_path / "child.pid"
+    script = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+    script += "time.sleep(600)\n"
+    original = rss_module._Sampler.sample
+
+    def failing_sample(self: Any) -> None:
+        original(self)
+        if pid_file.exists() and pid_file.read_text():
+            raise RuntimeError("sampler failed")
+
+    monkeypatch.setattr(rss_module._Sampler, "sample", failing_sample)
+    before = _global_state()
+    with pytest.raises(RuntimeError, match="sampler failed"):
+        measure_peak_rss([sys.executable, "-c", script], timeout=600)
+    assert _gone(int(pid_file.read_text())), "the measured child outlived the error"
+    assert _global_state() == before
