@@ -27,6 +27,7 @@ from ..report import (
     ReportDiff,
     Status,
     atomic_write_text,
+    check_output_path,
     load_report,
 )
 from .analysis_view import analysis_charts, analysis_totals, flops_view, layer_events
@@ -204,9 +205,11 @@ def render_report(
     """Render any report kind to one self-contained offline HTML page and return it.
 
     ``report_or_path`` is a report model, a path to a report JSON file, or JSON text. With
-    ``output`` the page is also written atomically. A malformed or unknown report raises
-    ``ValueError`` before anything is written.
+    ``output`` the page is also written atomically. A malformed or unknown report, or an
+    ``output`` that is a directory or the input report itself, raises ``ValueError`` before
+    anything is written.
     """
+    check_output_path(output, [report_or_path], example="report.html")
     report = _load(report_or_path, "report_or_path")
     html = _page(_title(report), _section(report, "r0-", level=1))
     return _write(html, output)
@@ -235,8 +238,10 @@ def render_index(
     """
     if isinstance(reports_or_paths, (str, bytes, os.PathLike)):
         raise TypeError("reports_or_paths must be an iterable of reports or paths, not one path")
+    sources = list(reports_or_paths)
+    check_output_path(output, sources, example="report.html")
     reports: list[AnyReport] = []
-    for number, source in enumerate(reports_or_paths):
+    for number, source in enumerate(sources):
         reports.append(_load(source, f"reports_or_paths[{number}]"))
     if not reports:
         raise ValueError("reports_or_paths is empty: nothing to render")

@@ -57,7 +57,7 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     if high <= low:
         high = low + (abs(low) or 1.0)
     raw = (high - low) / max(count - 1, 1)
-    magnitude = 10 ** math.floor(math.log10(raw))
+    magnitude = 10.0 ** math.floor(math.log10(raw))  # a float: huge ranges stay finite
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
     start = math.floor(low / step) * step
     ticks: list[float] = []
@@ -129,6 +129,8 @@ def latency_plot(block_times_s: Sequence[float], stats: LatencyStats | None) -> 
         lo, hi = times[0], times[-1]
     lo_axis, hi_axis = min(lo, times[0]), max(hi, times[-1])
     pad = (hi_axis - lo_axis) * 0.05 or abs(hi_axis) * 0.05 or 1e-9
+    if abs(lo_axis) + abs(hi_axis) > 1e300:  # the padded axis and its ticks would overflow
+        return Markup('<p class="chart-note">Block times too large to plot.</p>')
     ticks = nice_ticks(lo_axis - pad, hi_axis + pad, 5)
     x0, x1 = ticks[0], ticks[-1]
     width, left, right, height = 640, 36, 36, 150
