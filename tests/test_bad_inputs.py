@@ -504,4 +504,7 @@ def test_negative_handler_flops_never_give_a_complete_negative_total() -> None:
     total = report.totals.module_flops
     assert total.status != "complete"
     assert total.known_value is None or total.known_value >= 0
-    assert any("must be >= 0" in d.message for d in report.diagnostics)
+    assert any(
+        d.code == "handler_failed" and "must not be negative, got -1000" in d.message
+        for d in report.diagnostics
+    )
