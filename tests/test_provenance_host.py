@@ -1,0 +1,84 @@
+"""Host state in provenance and the loaded-host / load-change diagnostics (synthetic states)."""
+
+from __future__ import annotations
+
+import psutil
+
+from torchscan_stages.measure.host import (
+    BlockTrace,
+    HostMonitor,
+    classify_blocks,
+    host_diagnostics,
+    is_loaded,
+)
+from torchscan_stages.provenance import build_provenance
+from torchscan_stages.report import HostState, LatencyNoise, Provenance
+
+
+def test_host_state_travels_in_provenance() -> None:
+    host = HostState(
+        logical_cpus=2,
+        load_average_start=[0.5, 0.4, 0.3],
+        load_average_end=[2.5, 1.0, 0.5],
+        cpu_governor="performance",
+        busy_processes=2,
+        loaded=True,
+    )
+    provenance = build_provenance(host=host)
+    assert provenance.host == host
+    assert Provenance.model_validate_json(provenance.model_dump_json()) == provenance
+    assert build_provenance().host is None  # only timings record it
+
+
+def test_monitor_records_this_host_without_judging_speed() -> None:
+    state = HostMonitor().finish()
+    assert state.logical_cpus == psutil.cpu_count(logical=True)
+    assert state.busy_processes is not None and state.busy_processes >= 0
+    assert state.load_average_end is None or len(state.load_average_end) == 3
+
+
+def test_is_loaded_counts_this_process() -> None:
+    # 2 CPUs: this process + 1 other busy process = 2, not more than the cores
+    assert not is_loaded(1, [1.0, 1.0, 1.0], 2)
+    assert is_loaded(2, [1.0, 1.0, 1.0], 2)  # 2 others + this one = 3 > 2 cores
+    assert is_loaded(0, [2.5, 1.0, 1.0], 2)  # 1-minute load 2.5 > 2 cores
+    assert not is_loaded(5, None, None)  # nothing known about the cores: no claim
+
+
+def test_loaded_and_changing_host_diagnostics() -> None:
+    host = HostState(
+        logical_cpus=2,
+        load_average_start=[0.2, 0.2, 0.2],
+        load_average_end=[3.4, 1.0, 0.5],
+        busy_processes=2,
+        loaded=True,
+    )
+    codes = [d.code for d in host_diagnostics(host, None, "latency.warmed")]
+    # loaded (2 others + us > 2 cores); load moved 0.2 -> 3.4, by more than 1
+    assert codes == ["loaded_host", "load_changed"]
+    quiet = HostState(logical_cpus=2, load_average_start=[0.2] * 3, load_average_end=[0.3] * 3)
+    assert host_diagnostics(quiet, LatencyNoise(load_changed=False), "latency.warmed") == []
+
+
+def test_cpu_fraction_drift_is_a_load_change() -> None:
+    # 9 blocks of 1 ms: the first three ran on the CPU throughout (fraction 1.0), the last
+    # three got half of it (0.5 ms CPU per 1 ms wall): drift 0.5 > 0.1
+    trace = BlockTrace()
+    cpu = [1e-3] * 6 + [0.5e-3] * 3
+    for index, used in enumerate(cpu):
+        trace.add((0.0, index), (used, index), 1e-3)
+    noise = classify_blocks([1e-3] * 9, trace)
+    assert noise.load_changed is True
+    # CPU 6 x 1 ms + 3 x 0.5 ms = 7.5 ms over 9 ms of wall time
+    assert noise.cpu_fraction is not None and abs(noise.cpu_fraction - 7.5 / 9) < 1e-12
+    assert noise.involuntary_switches == 0 and noise.outliers == []
+
+
+def test_far_out_blocks_are_slow_or_fast_outliers() -> None:
+    # 10 blocks of 1.0, 10 of 1.02, one 2.0, one 0.5: sorted n = 22, q1 at h = 21 x 0.25 =
+    # 5.25 -> 1.0, q3 at h = 15.75 -> 1.02
+    blocks = [1.0 if i % 2 else 1.02 for i in range(20)] + [2.0, 0.5]
+    noise = classify_blocks(blocks, None)
+    # IQR 0.02: fences 1.02 + 3 x 0.02 = 1.08 and 1.0 - 0.06 = 0.94
+    assert [(o.index, o.kind) for o in noise.outliers] == [(20, "slow"), (21, "fast")]
+    assert noise.involuntary_switches is None  # not probed
