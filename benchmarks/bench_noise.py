@@ -11,11 +11,16 @@ Runs, in one process and one go:
    times, never faster, each comparison at most 10 s), minimum effect 5%;
 3. measure_latency on a >= 1 ms matmul, 5 repeats of at most 2 s each: the spread of the
    reported medians (max - min) / median, against torch.utils.benchmark's
-   blocked_autorange given the same time per repeat (quiet host).
+   blocked_autorange given the same time per repeat (quiet host), on a 2 ms fixed-work loop
+   and on a matmul.
 
 A busy loop spins on time.perf_counter until its deadline, so the true ratio of two loops
-is known by construction. This machine may be shared: the "quiet" host is only as quiet as
-the other jobs on it, and the script prints the load it saw.
+is known by construction; a preemption lengthens it only when it straddles the deadline.
+Fixed-work loops (iterations in the ratio 1.3) are run too, under load, because there a
+preemption adds all the time it took; their true ratio is only nominal (the loop's cost is
+close to, not exactly, linear in its iterations), so they are reported beside the bars.
+This machine may be shared: the "quiet" host is only as quiet as the other jobs on it, and
+the script prints the load it saw.
 
     .venv/bin/python benchmarks/bench_noise.py [--runs 20] [--budget 6] [--repeats 5]
 """
@@ -54,6 +59,31 @@ def busy(seconds: float) -> Callable[[], int]:
     return call
 
 
+def fixed_work(iterations: int) -> Callable[[], int]:
+    """A CPU-bound call of fixed work: preemption lengthens it by the time it lost."""
+
+    def call() -> int:
+        for _ in range(iterations):
+            pass
+        return 1
+
+    return call
+
+
+def iterations_for(seconds: float) -> int:
+    """Loop iterations that take about ``seconds`` (fastest of 20 trial calls)."""
+    trial = 100_000
+    call = fixed_work(trial)
+    best = min(_timed(call) for _ in range(20))
+    return max(1, round(trial * seconds / best))
+
+
+def _timed(call: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
 def _spin(limit_s: float) -> None:
     end = time.monotonic() + limit_s
     while time.monotonic() < end:
@@ -90,12 +120,12 @@ class Outcome:
 
 
 def compare_once(
-    base_s: float, cand_s: float, *, min_effect: float, budget: float, seed: int
+    base: Callable[[], int], cand: Callable[[], int], *, min_effect: float, budget: float, seed: int
 ) -> Outcome:
     started = time.perf_counter()
     result = compare_benchmarks(
-        busy(base_s),
-        busy(cand_s),
+        base,
+        cand,
         check=lambda a, b: a == b,
         min_effect=min_effect,
         ci_floor=min(0.005, min_effect / 4),
@@ -116,11 +146,18 @@ def compare_once(
 
 
 def scenario(
-    label: str, base_s: float, cand_s: float, runs: int, *, min_effect: float, budget: float
+    label: str,
+    base_s: float,
+    cand_s: float,
+    runs: int,
+    *,
+    min_effect: float,
+    budget: float,
+    make: Callable[[float], Callable[[], int]] = busy,
 ) -> dict[str, Any]:
     true_ratio = cand_s / base_s
     outcomes = [
-        compare_once(base_s, cand_s, min_effect=min_effect, budget=budget, seed=i)
+        compare_once(make(base_s), make(cand_s), min_effect=min_effect, budget=budget, seed=i)
         for i in range(runs)
     ]
     verdicts = [o.verdict for o in outcomes]
@@ -154,9 +191,10 @@ def _matmul() -> Callable[[], torch.Tensor]:
     return lambda: a @ b
 
 
-def repeatability(repeats: int, budget: float) -> tuple[float, float, float]:
+def repeatability(
+    label: str, workload: Callable[[], Any], repeats: int, budget: float
+) -> tuple[float, float, float]:
     """Spread (max-min)/median of measure_latency's and blocked_autorange's medians."""
-    workload = _matmul()
     for _ in range(50):
         workload()
     ours: list[float] = []
@@ -181,7 +219,7 @@ def repeatability(repeats: int, budget: float) -> tuple[float, float, float]:
         return (max(values) - min(values)) / middle
 
     print(
-        f"measure_latency median {sorted(ours)[repeats // 2] * 1e3:.3f} ms, spread of "
+        f"{label}: measure_latency median {sorted(ours)[repeats // 2] * 1e3:.3f} ms, spread of "
         f"{repeats} medians {spread(ours):.2%}, longest repeat {max(spent):.2f} s; "
         f"blocked_autorange (same time) median {sorted(theirs)[repeats // 2] * 1e3:.3f} ms, "
         f"spread {spread(theirs):.2%}; lower deciles (the comparison's location): "
@@ -214,7 +252,23 @@ def main() -> None:
     quiet = scenario(
         "quiet 1.00 vs 1.05 ms", 1e-3, 1.05e-3, runs, min_effect=0.02, budget=args.budget
     )
-    ours, theirs, longest = repeatability(args.repeats, 2.0)
+    per_ms = iterations_for(1e-3)
+    print(f"fixed-work loop: {per_ms} iterations ~ 1 ms", flush=True)
+
+    def loop(seconds: float) -> Callable[[], int]:
+        return fixed_work(round(per_ms * seconds / 1e-3))
+
+    quiet_fixed = scenario(
+        "quiet fixed work 1.0 vs 1.3 ms",
+        1e-3,
+        1.3e-3,
+        runs,
+        min_effect=0.05,
+        budget=args.budget,
+        make=loop,
+    )
+    ours, theirs, longest = repeatability("2 ms fixed-work loop", loop(2e-3), args.repeats, 2.0)
+    repeatability("384x384 matmul", _matmul(), args.repeats, 2.0)
     cores = psutil.cpu_count() or 1
     limit = 2 * runs * (args.budget + 3) + 60
     with cpu_load(cores, limit) as pids:
@@ -224,6 +278,15 @@ def main() -> None:
         )
         loaded = scenario(
             "loaded 1.0 vs 1.3 ms", 1e-3, 1.3e-3, runs, min_effect=0.05, budget=args.budget
+        )
+        loaded_fixed = scenario(
+            "loaded fixed work 1.0 vs 1.3 ms",
+            1e-3,
+            1.3e-3,
+            runs,
+            min_effect=0.05,
+            budget=args.budget,
+            make=loop,
         )
     print("\nMust-hold bars:")
     scale = runs / 20
@@ -249,8 +312,15 @@ def main() -> None:
         loaded["slower"] >= 15 * scale and loaded["faster"] == 0,
         f"{loaded['slower']} slower, {loaded['faster']} faster",
     )
-    longest_cmp = max(s["max_seconds"] for s in (loaded_aa, loaded))
+    longest_cmp = max(s["max_seconds"] for s in (loaded_aa, loaded, loaded_fixed))
     _bar("loaded comparison <= 10 s", longest_cmp <= 10.0, f"longest {longest_cmp:.1f} s")
+    _bar(
+        "fixed work (not a bar; iterations x1.3)",
+        loaded_fixed["faster"] == 0,
+        f"quiet median ratio {quiet_fixed['median_ratio']:.4f}, loaded "
+        f"{loaded_fixed['median_ratio']:.4f}, loaded covers 1.30 "
+        f"{loaded_fixed['covered']}/{runs}, slower {loaded_fixed['slower']}/{runs}",
+    )
     _bar("latency medians within 1%", ours <= 0.01, f"spread {ours:.2%}")
     _bar("latency repeat <= 2 s", longest <= 2.0, f"longest {longest:.2f} s")
     _bar("spread below blocked_autorange", ours < theirs, f"{ours:.2%} vs {theirs:.2%}")
