@@ -82,3 +82,24 @@ def test_far_out_blocks_are_slow_or_fast_outliers() -> None:
     # IQR 0.02: fences 1.02 + 3 x 0.02 = 1.08 and 1.0 - 0.06 = 0.94
     assert [(o.index, o.kind) for o in noise.outliers] == [(20, "slow"), (21, "fast")]
     assert noise.involuntary_switches is None  # not probed
+
+
+def test_overlapping_timings_on_one_host_are_found() -> None:
+    from torchscan_stages.measure.host import host_id, overlapping_timings
+
+    def state(start: str, end: str, where: str = "abc") -> HostState:
+        return HostState(
+            host_id=where,
+            started_at=f"2026-01-01T00:00:{start}+00:00",
+            finished_at=f"2026-01-01T00:00:{end}+00:00",
+        )
+
+    timings = [
+        ("a", state("00", "10")),
+        ("b", state("05", "15")),  # overlaps a (05 < 10)
+        ("c", state("20", "30")),  # after both
+        ("d", state("05", "15", where="other")),  # same time, another host
+        ("e", None),  # injected clock: no host state
+    ]
+    assert overlapping_timings(timings) == [("a", "b")]
+    assert len(host_id()) == 12 and HostMonitor().finish().host_id == host_id()

@@ -244,6 +244,11 @@ class HostState(_Model):
     cpu_governor: str | None = None
     busy_processes: int | None = None
     loaded: bool = False
+    # when and where the timing ran (UTC, ISO 8601; host_id = 12 hex of sha256(hostname)),
+    # so that a sweep can tell timing jobs that overlapped on one host
+    host_id: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
 
 
 class Provenance(_Model):

@@ -10,10 +10,12 @@ region).
 
 from __future__ import annotations
 
+import datetime
 import glob
+import hashlib
 import os
-import time
-from collections.abc import Sequence
+import platform
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import psutil
@@ -146,7 +148,7 @@ class HostMonitor:
             except (psutil.Error, OSError):
                 continue
             self._others.append(process)
-        self._started = time.monotonic()
+        self._started_at = _now()
 
     def finish(self) -> HostState:
         busy = 0
@@ -165,7 +167,48 @@ class HostMonitor:
             cpu_governor=cpu_governor(),
             busy_processes=busy,
             loaded=is_loaded(busy, load_end, cpus),
+            host_id=host_id(),
+            started_at=self._started_at,
+            finished_at=_now(),
         )
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def host_id() -> str:
+    """This machine, without writing its name into reports: 12 hex of sha256(hostname)."""
+    return hashlib.sha256(platform.node().encode("utf-8")).hexdigest()[:12]
+
+
+def overlapping_timings(timings: Iterable[tuple[str, HostState | None]]) -> list[tuple[str, str]]:
+    """Pairs of named timings that ran at the same time on the same host.
+
+    Timing jobs that share a host disturb each other; a sweep summary warns with these
+    pairs. Timings without host state (injected clocks, older reports) are skipped.
+    """
+    known = [
+        (name, host.host_id, host.started_at, host.finished_at)
+        for name, host in timings
+        if host is not None and host.host_id and host.started_at and host.finished_at
+    ]
+    pairs: list[tuple[str, str]] = []
+    for index, (name, where, start, end) in enumerate(known):
+        for other, other_where, other_start, other_end in known[index + 1 :]:
+            same_host = where == other_where
+            if (
+                same_host
+                and _parse(start) < _parse(other_end)
+                and _parse(other_start) < _parse(end)
+            ):
+                pairs.append((name, other))
+    return pairs
+
+
+def _parse(stamp: str | None) -> datetime.datetime:
+    assert stamp is not None
+    return datetime.datetime.fromisoformat(stamp)
 
 
 def is_loaded(busy: int | None, load_end: list[float] | None, cpus: int | None) -> bool:
