@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psutil
+from simulated_clock import SimulatedClock
 
 from torchscan_stages.measure.host import (
     BlockTrace,
@@ -103,3 +106,29 @@ def test_overlapping_timings_on_one_host_are_found() -> None:
     ]
     assert overlapping_timings(timings) == [("a", "b")]
     assert len(host_id()) == 12 and HostMonitor().finish().host_id == host_id()
+
+
+def test_sweep_summary_warns_when_timing_jobs_overlapped(tmp_path: Path) -> None:
+    from torchscan_stages.measure.latency import measure_latency
+    from torchscan_stages.pipeline.sweep import summarize_jobs
+
+    def job(name: str, start: str, end: str) -> None:
+        # a real latency report (simulated clock), stamped as if timed on host "abc"
+        clock = SimulatedClock()
+        report = measure_latency(clock.workload(1e-3), warmup=0.0, clock=clock)
+        host = HostState(
+            host_id="abc",
+            started_at=f"2026-01-01T00:00:{start}+00:00",
+            finished_at=f"2026-01-01T00:00:{end}+00:00",
+        )
+        report = report.model_copy(
+            update={"provenance": report.provenance.model_copy(update={"host": host})}
+        )
+        report.save(tmp_path / name / "reports" / "latency.json")
+
+    job("0", "00", "10")
+    job("1", "05", "15")  # overlaps job 0 on the same host
+    job("2", "20", "30")
+    summary = summarize_jobs([tmp_path / n for n in "012"], tmp_path)
+    assert summary["overlapping_timings"] == [["0/reports/latency.json", "1/reports/latency.json"]]
+    assert "1 pair(s) of timing jobs overlapped" in summary["warning"]
