@@ -279,3 +279,35 @@ def test_probed_blocks_are_classified_and_kept(sim_clock: SimulatedClock) -> Non
     assert slow and [o.index for o in noise.outliers if o.kind == "descheduled"] == slow
     assert len(blocks) == run.section.stats.blocks  # type: ignore[union-attr]  # all kept
     assert noise.involuntary_switches == len(slow)
+
+
+def test_stable_blocks_continue_until_the_median_is_pinned_down(sim_clock: SimulatedClock) -> None:
+    # one-call blocks alternate 1.000 and 1.010 ms: IQR/median ~1% <= 2% from the start,
+    # and the median's 95% interval always spans both values, a half-width of
+    # (1.010 - 1.000) / 2 / ~1.005 ~ 0.5%: a 1% precision target stops at min_blocks (7),
+    # a 0.1% target is never met, so the blocks run to max_run_time
+    from torchscan_stages.measure.latency import run_latency
+    from torchscan_stages.measure.latency_options import LatencyOptions
+
+    state = {"calls": 0}
+
+    def workload() -> None:
+        state["calls"] += 1
+        sim_clock.now += 1.0e-3 if state["calls"] % 2 else 1.01e-3
+
+    def stop(precision: float) -> tuple[str | None, int]:
+        options = LatencyOptions(
+            warmup=0.0,
+            min_run_time=0.005,
+            max_run_time=0.2,
+            min_block_time=0.0,
+            target_median_precision=precision,
+            clock=sim_clock,
+        )
+        stats = run_latency(workload, options, device=torch.device("cpu")).section.stats
+        assert stats is not None
+        return stats.stop_reason, stats.blocks
+
+    assert stop(0.01) == ("target_relative_iqr", 7)
+    reason, blocks = stop(0.001)
+    assert reason == "max_run_time" and blocks > 7

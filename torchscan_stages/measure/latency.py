@@ -11,7 +11,8 @@ Method (torch.utils.benchmark's blocked idea, with an adaptive stop):
 4. Blocks: each block is ``sync; t0; calls x workload(); sync; t1`` and records
    ``(t1 - t0) / calls`` (a per-call block average). Blocks run until ``min_run_time`` has
    passed and at least ``min_blocks`` exist, then stop as soon as IQR/median is at most
-   ``target_relative_iqr``, or at ``max_run_time``. A sample still too noisy after
+   ``target_relative_iqr`` and the median's 95% interval is within
+   ``target_median_precision``, or at ``max_run_time``. A sample still too noisy after
    ``2 * min_blocks`` blocks is discarded and restarted with blocks of twice as many calls
    (block averages spread less), while the time left fits ``min_blocks`` such blocks.
 
@@ -66,7 +67,7 @@ from .latency_options import (
     Probe,
     validate_work,
 )
-from .stats import relative_iqr, summarize
+from .stats import median_precision, relative_iqr, summarize
 
 Progress = Callable[[str], None]
 
@@ -269,8 +270,10 @@ def _sample_blocks(
         if now - stage_start < options.min_run_time or len(sampling.values) < options.min_blocks:
             continue
         if relative_iqr(sampling.values) <= options.target_relative_iqr:
-            sampling.stop_reason = "target_relative_iqr"
-            return
+            if median_precision(sampling.values) <= options.target_median_precision:
+                sampling.stop_reason = "target_relative_iqr"
+                return
+            continue  # stable blocks: more of them pin the median down
         doubled_block_s = 2 * per_block * summarize(sampling.values).median
         if (
             len(sampling.values) >= 2 * options.min_blocks

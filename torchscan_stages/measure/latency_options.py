@@ -28,8 +28,11 @@ class LatencyOptions:
     ``warmup``: seconds of calls after the first call, not recorded. ``min_run_time`` /
     ``max_run_time``: bounds of the measured blocks (``max_run_time`` is the time budget).
     ``min_block_time``: shortest block (blocks are also >= 1000 timer resolutions and 1000
-    empty timed regions). ``min_blocks``: fewest blocks before any stop. ``target_relative_iqr``:
-    measure_latency stops once IQR/median is at most this. ``noise_threshold``: IQR/median
+    empty timed regions). ``min_blocks``: fewest blocks before any stop. ``target_relative_iqr``
+    and ``target_median_precision``: measure_latency stops once IQR/median is at most the
+    first and the 95% interval of the median is within ± the second (relative); a short
+    sample of stable blocks still moves between runs, so its median must also be pinned
+    down. ``noise_threshold``: IQR/median
     above this gets a ``latency_noisy`` warning. ``clock``: replaces time.perf_counter (tests);
     host state is then not recorded (an injected clock simulates the machine). ``probe``:
     replaces the per-block psutil probe of CPU time and involuntary switches (tests).
@@ -41,6 +44,7 @@ class LatencyOptions:
     min_block_time: float = 0.001
     min_blocks: int = 7
     target_relative_iqr: float = 0.02
+    target_median_precision: float = 0.005
     noise_threshold: float = 0.05
     clock: Clock | None = None
     probe: Probe | None = None
@@ -52,6 +56,7 @@ class LatencyOptions:
             "max_run_time": 1e-9,
             "min_block_time": 0.0,
             "target_relative_iqr": 0.0,
+            "target_median_precision": 0.0,
             "noise_threshold": 0.0,
         }
         for name, floor in lowest.items():
