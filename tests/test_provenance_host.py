@@ -132,3 +132,14 @@ def test_sweep_summary_warns_when_timing_jobs_overlapped(tmp_path: Path) -> None
     summary = summarize_jobs([tmp_path / n for n in "012"], tmp_path)
     assert summary["overlapping_timings"] == [["0/reports/latency.json", "1/reports/latency.json"]]
     assert "1 pair(s) of timing jobs overlapped" in summary["warning"]
+
+
+def test_more_preempted_blocks_late_is_a_load_change() -> None:
+    # 9 blocks, CPU/wall 1.0 throughout, but only the last three had involuntary switches:
+    # share of preempted blocks 0/3 -> 3/3, a drift of 1.0 > 0.3
+    trace = BlockTrace()
+    for index in range(9):
+        trace.add((0.0, 0), (1e-3, 1 if index >= 6 else 0), 1e-3)
+    noise = classify_blocks([1e-3] * 9, trace)
+    assert noise.load_changed is True and noise.involuntary_switches == 3
+    assert noise.outliers == []  # CPU/wall stayed at the typical 1.0: not descheduled

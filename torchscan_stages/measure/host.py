@@ -29,6 +29,7 @@ DESCHEDULED_FRACTION = 0.9  # a block whose CPU/wall fell below 0.9 x the typica
 FAR_OUT = 3.0  # Tukey's far-out fence: beyond q3 + 3 IQR (or below q1 - 3 IQR)
 LOAD_CHANGE = 1.0  # one more (or fewer) runnable process on average
 CPU_FRACTION_DRIFT = 0.1
+PREEMPTED_SHARE_DRIFT = 0.3  # share of blocks with involuntary switches, first vs last third
 
 
 def process_probe() -> Probe:
@@ -102,11 +103,14 @@ def classify_blocks(blocks: Sequence[float], trace: BlockTrace | None) -> Latenc
     total_wall = sum(trace.wall_s)
     third = max(1, len(fractions) // 3)
     drift = abs(sum(fractions[:third]) / third - sum(fractions[-third:]) / third)
+    preempted = [1.0 if count > 0 else 0.0 for count in trace.involuntary]
+    switch_drift = abs(sum(preempted[:third]) / third - sum(preempted[-third:]) / third)
     return LatencyNoise(
         outliers=outliers,
         involuntary_switches=sum(trace.involuntary),
         cpu_fraction=sum(trace.cpu_s) / total_wall if total_wall > 0 else None,
-        load_changed=len(fractions) >= 6 and drift > CPU_FRACTION_DRIFT,
+        load_changed=len(fractions) >= 6
+        and (drift > CPU_FRACTION_DRIFT or switch_drift > PREEMPTED_SHARE_DRIFT),
     )
 
 
@@ -245,7 +249,11 @@ def host_diagnostics(host: HostState, noise: LatencyNoise | None, metric: str) -
         if load_moved:
             why.append(f"1-minute load average {start[0]} -> {end[0]}")  # type: ignore[index]
         if drifted:
-            why.append("CPU time per wall second of the blocks drifted by more than 10 points")
+            why.append(
+                "between the first and last third of the blocks, their CPU time per wall "
+                "second moved by more than 10 points or their share with involuntary context "
+                "switches by more than 30 points"
+            )
         found.append(
             Diagnostic(
                 code="load_changed",
