@@ -267,6 +267,23 @@ class RunContext(_Model):
     stage: str | None = None
 
 
+class HostState(_Model):
+    """The host around a timing: its load at start and end, the CPU frequency governor
+    (where readable) and how many other processes kept at least half a core busy."""
+
+    logical_cpus: int | None = None
+    load_average_start: list[float] | None = None
+    load_average_end: list[float] | None = None
+    cpu_governor: str | None = None
+    busy_processes: int | None = None
+    loaded: bool = False
+    # when and where the timing ran (UTC, ISO 8601; host_id = 12 hex of sha256(hostname)),
+    # so that a sweep can tell timing jobs that overlapped on one host
+    host_id: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
 class Provenance(_Model):
     """Where a report came from. ``env_hash`` keys caches and comparisons."""
 
@@ -276,6 +293,7 @@ class Provenance(_Model):
     environment: EnvironmentInfo
     runtime: RuntimeState | None = None
     run: RunContext | None = None
+    host: HostState | None = None  # timing reports only
 
 
 class _Report(_Model):
@@ -474,6 +492,23 @@ class LatencyStats(_Model):
     stop_reason: str | None = None
 
 
+class BlockOutlier(_Model):
+    """One warmed block set apart by :func:`measure.host.classify_blocks` (still kept)."""
+
+    index: int
+    kind: Literal["descheduled", "slow", "fast"]
+    seconds: float
+
+
+class LatencyNoise(_Model):
+    """How the host disturbed the timed blocks, beside the raw blocks (nothing is deleted)."""
+
+    outliers: list[BlockOutlier] = Field(default_factory=list)
+    involuntary_switches: int | None = None
+    cpu_fraction: float | None = None  # process CPU time / wall time over the blocks
+    load_changed: bool | None = None
+
+
 class LatencySection(_Model):
     first_call: MetricResult
     warmed: MetricResult
@@ -483,6 +518,7 @@ class LatencySection(_Model):
     timer: str
     synchronized: bool
     settings: dict[str, Any] = Field(default_factory=dict)
+    noise: LatencyNoise | None = None
 
 
 class MemorySection(_Model):

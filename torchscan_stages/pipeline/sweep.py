@@ -66,7 +66,15 @@ def summarize_jobs(
 
     output_dir = Path(output_dir)
     rows = [row for d in sorted(job_dirs) if (row := _job_row(Path(d), output_dir)) is not None]
-    summary = {"title": title, "note": NOTE, "jobs": rows}
+    summary: dict[str, Any] = {"title": title, "note": NOTE, "jobs": rows}
+    overlaps = _overlapping_timings(rows, output_dir)
+    if overlaps:  # measured on one host at the same time: each disturbed the other
+        summary["overlapping_timings"] = overlaps
+        summary["warning"] = (
+            f"{len(overlaps)} pair(s) of timing jobs overlapped on one host; their latencies "
+            "include each other's load"
+        )
+        title = f"{title} - WARNING: {summary['warning']}"
     atomic_write_text(output_dir / SUMMARY_JSON, json.dumps(summary, indent=2) + "\n")
     report_paths = [output_dir / path for row in rows for path in row["reports"]]
     if report_paths:
@@ -74,6 +82,21 @@ def summarize_jobs(
 
         render_index(report_paths, output_dir / SUMMARY_HTML, title=f"{title} ({NOTE})")
     return summary
+
+
+def _overlapping_timings(rows: list[dict[str, Any]], root: Path) -> list[list[str]]:
+    """Report pairs whose timings overlapped on one host (from provenance.host)."""
+    from ..measure.host import overlapping_timings
+    from ..report import HostState
+
+    timings = []
+    for row in rows:
+        for path in row["reports"]:
+            document = json.loads((root / path).read_text(encoding="utf-8"))
+            host = (document.get("provenance") or {}).get("host")
+            if host:
+                timings.append((path, HostState.model_validate(host)))
+    return [list(pair) for pair in overlapping_timings(timings)]
 
 
 class SweepSummaryCallback:
