@@ -20,10 +20,10 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 
-from ..analysis.operators import _ModuleStack
 from ..provenance import build_provenance
 from ..report import Diagnostic, MetricResult, PredictionReport
 from .allocator import AllocatorModel, allocator_model
+from .modules import QualifiedModuleStack
 from .ownership import CATEGORIES, Ownership
 from .tracker import PeakSnapshot, PeakTracker
 
@@ -41,7 +41,7 @@ def _run(
     workload: Callable[[], Any], allocator: AllocatorModel
 ) -> tuple[PeakTracker, PeakSnapshot, list[Diagnostic]]:
     diagnostics: list[Diagnostic] = []
-    modules = _ModuleStack()
+    modules = QualifiedModuleStack()
     ownership = Ownership()
     tracker = PeakTracker(allocator, ownership, modules, modules._name)
     fake = FakeTensorMode(allow_non_fake_inputs=True)

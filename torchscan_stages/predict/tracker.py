@@ -19,6 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .allocator import AllocatorModel
+from .modules import in_backward
 from .ownership import Owned, Ownership
 
 OUTSIDE = "(outside modules)"
@@ -72,7 +73,7 @@ class PeakTracker(TorchDispatchMode):
 
     # ------------------------------------------------------------------ phase and owner
     def _phase(self) -> str:
-        if torch._C._current_graph_task_id() != -1:
+        if in_backward():
             return "backward"
         if self.ownership.in_step:
             return "optimizer_step"
