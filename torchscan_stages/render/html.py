@@ -24,6 +24,7 @@ from ..report import (
     BenchmarkReport,
     FlopReport,
     MetricResult,
+    PredictionReport,
     ReportDiff,
     Status,
     atomic_write_text,
@@ -33,9 +34,17 @@ from .analysis_view import analysis_charts, analysis_totals, flops_view, layer_e
 from .bench_view import benchmark_view, comparison_view, diff_view
 from .common import diagnostics_view, overall_status, provenance_view
 from .format import describe_value, metric_cell
+from .prediction_view import prediction_view
 from .sweep_view import sweep_view
 
-AnyReport = AnalysisReport | FlopReport | BenchmarkReport | ReportDiff | BenchmarkComparison
+AnyReport = (
+    AnalysisReport
+    | FlopReport
+    | BenchmarkReport
+    | ReportDiff
+    | BenchmarkComparison
+    | PredictionReport
+)
 ReportSource = AnyReport | str | bytes | os.PathLike[str]
 
 _KIND_LABEL = {
@@ -44,6 +53,7 @@ _KIND_LABEL = {
     "benchmark": "Workload benchmark",
     "report_diff": "Model cost comparison",
     "benchmark_comparison": "Benchmark comparison",
+    "prediction": "Peak memory prediction",
 }
 
 
@@ -107,6 +117,8 @@ def _headlines(report: AnyReport) -> list[Headline]:
         return heads
     if isinstance(report, ReportDiff):
         return [Headline(f"{name} after", d.after) for name, d in list(report.totals.items())[:3]]
+    if isinstance(report, PredictionReport):
+        return [Headline(f"predicted peak ({report.device})", report.peak)]
     return [Headline(f"{d.metric} candidate", d.candidate) for d in report.deltas[:3]]
 
 
@@ -139,7 +151,7 @@ def _status(report: AnyReport) -> Status:
 def _title(report: AnyReport) -> str:
     if isinstance(report, AnalysisReport):
         return report.model_type
-    if isinstance(report, FlopReport | BenchmarkReport):
+    if isinstance(report, FlopReport | BenchmarkReport | PredictionReport):
         return report.name or _KIND_LABEL[report.kind]
     if isinstance(report, ReportDiff):
         return f"{report.before_model} → {report.after_model}"
@@ -164,6 +176,8 @@ def _view(report: AnyReport) -> dict[str, Any]:
         return {"bench": benchmark_view(report)}
     if isinstance(report, ReportDiff):
         return {"diff": diff_view(report)}
+    if isinstance(report, PredictionReport):
+        return {"pred": prediction_view(report)}
     return {"cmp": comparison_view(report)}
 
 
