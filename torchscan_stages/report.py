@@ -671,7 +671,12 @@ def _read_source(path_or_text: str | os.PathLike[str] | bytes) -> tuple[str, str
 def load_report(
     path_or_text: str | os.PathLike[str] | bytes,
 ) -> (
-    AnalysisReport | FlopReport | BenchmarkReport | ReportDiff | BenchmarkComparison | PredictionReport
+    AnalysisReport
+    | FlopReport
+    | BenchmarkReport
+    | ReportDiff
+    | BenchmarkComparison
+    | PredictionReport
 ):
     """Load any report kind from a path or JSON text; refuse anything it cannot vouch for."""
     text, where = _read_source(path_or_text)

@@ -29,7 +29,11 @@ from .tracker import PeakSnapshot, PeakTracker
 
 METHOD = "fake_tensor_prediction"
 PHASES = ("outside", "forward", "backward", "optimizer_step")
-_FAKE_LIMITS = (UnsupportedOperatorException, DynamicOutputShapeException, DataDependentOutputException)
+_FAKE_LIMITS = (
+    UnsupportedOperatorException,
+    DynamicOutputShapeException,
+    DataDependentOutputException,
+)
 
 
 def _unseen_operator(error: Exception) -> str:
@@ -144,7 +148,9 @@ def predict_peak_memory(
     if not callable(workload):
         raise TypeError(f"workload must be a zero-argument callable, got {type(workload).__name__}")
     if capacity_bytes is not None and (
-        not isinstance(capacity_bytes, int) or isinstance(capacity_bytes, bool) or capacity_bytes <= 0
+        not isinstance(capacity_bytes, int)
+        or isinstance(capacity_bytes, bool)
+        or capacity_bytes <= 0
     ):
         raise ValueError(f"capacity_bytes must be a positive int of bytes, got {capacity_bytes!r}")
     allocator = allocator_model(str(device))

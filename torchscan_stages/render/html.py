@@ -32,7 +32,13 @@ from ..report import (
 )
 from .analysis_view import analysis_charts, analysis_totals, flops_view, layer_events
 from .bench_view import benchmark_view, comparison_view, diff_view
-from .common import diagnostics_view, overall_status, provenance_view
+from .common import (
+    ProvenanceView,
+    diagnostics_view,
+    overall_status,
+    provenance_view,
+    shared_provenance,
+)
 from .format import describe_value, metric_cell
 from .prediction_view import prediction_view
 from .sweep_view import sweep_view
@@ -181,8 +187,11 @@ def _view(report: AnyReport) -> dict[str, Any]:
     return {"cmp": comparison_view(report)}
 
 
-def _section(report: AnyReport, prefix: str, *, level: int) -> Markup:
-    """One report as an HTML <section>; ``prefix`` keeps ids unique on an index page."""
+def _section(
+    report: AnyReport, prefix: str, *, level: int, prov: ProvenanceView | None = None
+) -> Markup:
+    """One report as an HTML <section>; ``prefix`` keeps ids unique on an index page;
+    ``prov`` replaces the report's own provenance (an index page's per-report differences)."""
     template = _environment().get_template(f"{report.kind}.html")
     return Markup(
         template.render(
@@ -195,7 +204,7 @@ def _section(report: AnyReport, prefix: str, *, level: int) -> Markup:
             status=_status(report),
             heads=_headlines(report),
             diag=diagnostics_view(report.diagnostics),
-            prov=provenance_view(report.provenance),
+            prov=prov if prov is not None else provenance_view(report.provenance),
         )
     )
 
@@ -257,6 +266,7 @@ def render_index(
     entries: list[IndexEntry] = []
     sections: list[Markup] = []
     bench: list[tuple[str, BenchmarkReport]] = []
+    shared, provs = shared_provenance([r.provenance for r in reports], "provenance")
     for number, report in enumerate(reports, start=1):
         prefix = f"r{number}-"
         entries.append(
@@ -270,14 +280,14 @@ def render_index(
                 diagnostics=len(report.diagnostics),
             )
         )
-        sections.append(_section(report, prefix, level=2))
+        sections.append(_section(report, prefix, level=2, prov=provs[number - 1]))
         if isinstance(report, BenchmarkReport):
             bench.append((f"{prefix}top", report))
     sweep = sweep_view(bench)
     body = Markup(
         _environment()
         .get_template("index.html")
-        .render(title=title, entries=entries, sweep=sweep, sections=sections)
+        .render(title=title, entries=entries, sweep=sweep, sections=sections, shared=shared)
     )
     return _write(_page(title, body), output)
 
