@@ -71,14 +71,13 @@ class Ownership:
         from torch.optim import optimizer as optimizer_hooks
 
         try:
-            for register, hook in (
-                (module_hooks.register_module_parameter_registration_hook, self._module_seen),
-                (module_hooks.register_module_buffer_registration_hook, self._module_seen),
-                (module_hooks.register_module_forward_pre_hook, self._module_seen),
-                (optimizer_hooks.register_optimizer_step_pre_hook, self._step_pre),
-                (optimizer_hooks.register_optimizer_step_post_hook, self._step_post),
-            ):
-                self._handles.append(register(hook))
+            self._handles += [
+                module_hooks.register_module_parameter_registration_hook(self._module_seen),
+                module_hooks.register_module_buffer_registration_hook(self._module_seen),
+                module_hooks.register_module_forward_pre_hook(self._module_seen),
+                optimizer_hooks.register_optimizer_step_pre_hook(self._step_pre),
+                optimizer_hooks.register_optimizer_step_post_hook(self._step_post),
+            ]
         except BaseException:
             self.__exit__()
             raise
@@ -99,22 +98,22 @@ class Ownership:
         """
         owned = Owned()
         for module in list(self._modules):
-            for tensor in module._parameters.values():
-                self._mark(owned, tensor, "parameters", module)
-                if tensor is not None:
-                    self._mark(owned, tensor.grad, "gradients", module)
-            for tensor in module._buffers.values():
-                self._mark(owned, tensor, "buffers", module)
+            for param in module._parameters.values():
+                self._mark(owned, param, "parameters", module)
+                if param is not None:
+                    self._mark(owned, param.grad, "gradients", module)
+            for buffer in module._buffers.values():
+                self._mark(owned, buffer, "buffers", module)
         for optimizer in list(self._optimizers):
             host = self._host_steps(optimizer) if host_step_counters else set()
-            for param, state in optimizer.state.items():
+            for owner_param, state in optimizer.state.items():
                 for name, tensor in state.items():
                     key = _key(tensor)
                     if key is None:
                         continue
                     owned.category.setdefault(key, "optimizer_state")
                     owned.owner.setdefault(key, "optimizer")
-                    if name == "step" and id(param) in host:
+                    if name == "step" and id(owner_param) in host:
                         owned.host_only.add(key)
         return owned
 
