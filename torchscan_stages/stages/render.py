@@ -9,7 +9,17 @@ import sys
 from pathlib import Path
 
 # Page order; a missing report (stage not in this pipeline) is simply absent.
-ORDER = ("crawl", "flops", "memory", "latency", "rss", "profile", "compare", "compare_diff")
+ORDER = (
+    "crawl",
+    "flops",
+    "predict",
+    "memory",
+    "latency",
+    "rss",
+    "profile",
+    "compare",
+    "compare_diff",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
