@@ -42,11 +42,13 @@ def test_stage_writes_a_prediction_report_and_metrics(tmp_path: Path) -> None:
         "model", "input", "device", "precision", "threads", "seed", "predict"
     }  # fmt: skip
     # the parameters at the peak are the configured model's, each in 512-byte blocks,
-    # counted from a real build of the same model here
-    from torchscan_stages.zoo import small_resnet
+    # counted from a real build of the same config here
+    from torchscan_stages.pipeline.schema import validate_config
+    from torchscan_stages.pipeline.workload import build_model_and_inputs
 
-    model = small_resnet(seed=0)
-    blocks = sum(-(-p.numel() * 4 // 512) * 512 for p in model.parameters())
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    model, _ = build_model_and_inputs(validate_config(params))
+    blocks = sum(-(-p.numel() * p.element_size() // 512) * 512 for p in model.parameters())
     assert report.by_category["parameters"].value == blocks
     assert "optimizer_step" in report.by_phase  # the AdamW step ran
     metrics = json.loads((tmp_path / "metrics" / "predict.json").read_text(encoding="utf-8"))
