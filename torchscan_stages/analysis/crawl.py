@@ -52,6 +52,12 @@ from .handlers import (
     to_metric,
     validate_custom_modules,
 )
+from .model_forms import (
+    data_free_kind,
+    scripted_diagnostics,
+    unwrap_compiled,
+    without_data_diagnostics,
+)
 from .operators import OperatorCounter, OwnerOps, classify_custom_mapping
 from .tensor_meta import RawMeta, call_capture, capture, to_value_meta
 
@@ -640,11 +646,16 @@ def crawl_module(
     custom_modules: Mapping[type[nn.Module], ModuleHandler] | None = None,
 ) -> AnalysisReport:
     """Analyse one evaluation-mode ``no_grad`` forward call of ``module``; see API.md §2."""
+    module, notes = unwrap_compiled(module)  # model_forms: compiled, scripted, data-free
     call_args, call_kwargs = _prepare_call(module, input_shape, args, kwargs, dtype, device, mode)
     custom = validate_custom_modules(custom_modules)
     mapping = classify_custom_mapping(custom_mapping)
+    notes += scripted_diagnostics(module)
+    notes += without_data_diagnostics(data_free_kind([call_args, call_kwargs]))
     with gc_paused():  # see _gc: setup, forward and assembly allocate without collections
-        return _crawl(module, mode, strict, call_args, call_kwargs, custom, mapping)
+        report = _crawl(module, mode, strict, call_args, call_kwargs, custom, mapping)
+    report.diagnostics[:0] = notes
+    return report
 
 
 def _crawl(
