@@ -262,3 +262,25 @@ def test_prediction_against_the_cuda_allocator() -> None:  # pragma: no cover - 
     measured = torch.cuda.max_memory_allocated() - base
     # stated tolerance: 10 % (kernel workspaces are not modelled)
     assert abs(predicted.peak.value - measured) <= 0.10 * measured  # type: ignore[operator]
+
+
+def test_prediction_matches_torchs_memtracker_on_fake_tensors() -> None:
+    """MemTracker (torch.distributed._tools, private) tracks the same run on fake tensors."""
+    mem_tracker = pytest.importorskip("torch.distributed._tools.mem_tracker")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def step() -> None:
+        model = Decoder(SMALL)
+        optimizer = torch.optim.AdamW(model.parameters())
+        tokens = torch.randint(0, SMALL.vocab, (4, 64))
+        model(tokens).float().pow(2).mean().backward()
+        optimizer.step()
+
+    with FakeTensorMode():
+        tracker = mem_tracker.MemTracker()
+        with tracker:
+            step()
+        theirs = tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"]
+    ours = predict_peak_memory(step, device="cpu").peak.value
+    # stated tolerance: 5 % (the issue's bar); on this run both count the same storages
+    assert abs(ours - theirs) <= 0.05 * theirs  # type: ignore[operator]

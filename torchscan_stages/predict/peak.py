@@ -9,6 +9,7 @@ needed. See docs/prediction.md.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -66,7 +67,14 @@ def _run(
     ownership.on_step_end = settle
     with ownership, modules:
         try:
-            with fake, tracker:
+            with fake, tracker, warnings.catch_warnings():
+                # copy.deepcopy of a fake parameter (nn.TransformerEncoder clones its layer)
+                # reads data_ptr(); torch warns, and nothing here depends on that pointer
+                warnings.filterwarnings(
+                    "ignore",
+                    message="Accessing the data pointer of FakeTensor",
+                    category=UserWarning,
+                )
                 workload()
         except _FAKE_LIMITS as error:
             operator = _unseen_operator(error)
