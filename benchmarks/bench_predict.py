@@ -3,8 +3,8 @@
 Run: ``.venv/bin/python benchmarks/bench_predict.py``. The prediction (fp32 master weights,
 bf16 autocast, AdamW, batch 1, sequence 2048, CUDA allocator model) runs in a fresh child
 process so its peak RSS is its own, measured by ``measure_peak_rss`` (imports included);
-the child writes its own wall time of the prediction and the predicted peak. The issue's budget on the 2-core
-development machine: under 30 s and under 1 GiB peak RSS.
+the child writes its own wall time of the prediction and the predicted peak. The issue's
+budget on the 2-core development machine: under 30 s and under 1 GiB peak RSS.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ start = time.perf_counter()
 report = predict_peak_memory(step, device="cuda")
 elapsed = time.perf_counter() - start
 out = open(sys.argv[1], "w")
-print(f"prediction wall time {{elapsed:.1f}} s; predicted peak {{report.peak.value / 2**30:,.1f}} GiB"
+gib = report.peak.value / 2**30
+print(f"prediction wall time {{elapsed:.1f}} s; predicted peak {{gib:,.1f}} GiB"
       f" ({{report.peak.status}}, at {{report.phase_at_peak}})", file=out)
 out.close()
 """
