@@ -170,3 +170,15 @@ def test_prediction_section_reads_status_fit_and_parts() -> None:
     partial = _text(render_report(samples.prediction_report(partial=True)))
     assert _after(partial, "Predicted peak")[-1] == "≥ 9.00 MiB"
     assert "undecided" in partial and "fake_unsupported_operator" in partial
+
+
+def test_raw_numbers_in_free_text_are_made_readable() -> None:
+    from torchscan_stages.render.format import humanize_text
+
+    # 10166272 / 2**20 = 9.695 MiB; 4194304 B = 4 MiB exactly; 0.0090446 s to 4 digits
+    assert humanize_text("launcher floor 10166272 bytes; x") == "launcher floor 9.70 MiB; x"
+    assert humanize_text("budget 4194304 bytes") == "budget 4.00 MiB"
+    assert humanize_text("latency = 0.0090446 against 0.01") == "latency = 0.009045 against 0.01"
+    # identifiers, versions and short numbers are left alone
+    same = "aten.mm.default at layer1.0 ran 12 times, torch 2.13.0, 512 bytes"
+    assert humanize_text(same) == same

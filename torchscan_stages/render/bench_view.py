@@ -19,7 +19,16 @@ from ..report import (
 )
 from .analysis_view import Chart, FlopsView, TotalView, flops_view
 from .common import pretty, reason_for, setting_text
-from .format import DASH, Cell, human, metric_cell, plain_cell, seconds, thousands
+from .format import (
+    DASH,
+    Cell,
+    human,
+    humanize_text,
+    metric_cell,
+    plain_cell,
+    seconds,
+    thousands,
+)
 from .svg import Bar, bar_chart, latency_plot
 
 
@@ -188,7 +197,7 @@ def benchmark_view(report: BenchmarkReport, precision: Any = None) -> BenchmarkV
             ("timeout", seconds(r.timeout_s)),
         ]
         if r.method_detail:
-            rss_info.append(("method", r.method_detail))
+            rss_info.append(("method", humanize_text(r.method_detail)))
         rss_phases = [(p.name, metric_cell(p.peak_rss)) for p in r.phases]
         bars = [_bar(p.name, p.peak_rss) for p in r.phases if p.peak_rss.status != "unavailable"]
         missing = [p.name for p in r.phases if p.peak_rss.status == "unavailable"]

@@ -39,7 +39,7 @@ from .common import (
     provenance_view,
     shared_provenance,
 )
-from .format import describe_value, metric_cell
+from .format import describe_value, humanize_text, metric_cell
 from .prediction_view import prediction_view
 from .sweep_view import sweep_view
 
@@ -75,6 +75,7 @@ def _environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.globals["metric_cell"] = metric_cell
+    env.globals["humanize"] = humanize_text
     return env
 
 
