@@ -284,3 +284,21 @@ def test_prediction_matches_torchs_memtracker_on_fake_tensors() -> None:
     ours = predict_peak_memory(step, device="cpu").peak.value
     # stated tolerance: 5 % (the issue's bar); on this run both count the same storages
     assert abs(ours - theirs) <= 0.05 * theirs  # type: ignore[operator]
+
+
+def test_tensors_placed_on_cuda_count_alone() -> None:
+    """Fake CUDA tensors (factories work even on a CPU-only build): once the workload puts a
+    tensor on the predicted device, host tensors weigh nothing, as on a real GPU."""
+
+    def workload() -> torch.Tensor:
+        torch.zeros(1024)  # 4096 bytes of host memory, made first and kept below
+        host = torch.ones(1024)
+        x = torch.randn(4, 8, device="cuda")  # 128 B -> one 512-byte block
+        w = torch.randn(8, 16, device="cuda")  # 512 B -> one block
+        out = x @ w  # 256 B -> one block
+        return out + host.sum()  # a fourth block; the CPU scalar is host memory
+
+    report = predict_peak_memory(workload, device="cuda")
+    # x, w, x @ w and the sum: 4 * 512 bytes; nothing of the 4096-byte host tensors
+    assert report.peak.value == 4 * 512
+    assert all(d.code != "modelled_on_cpu_kernels" for d in report.diagnostics)

@@ -122,7 +122,7 @@ def _diagnostics_of(tracker: PeakTracker, allocator: AllocatorModel) -> list[Dia
                 "model and inputs inside the workload to count them",
             )
         )
-    if allocator.device_type == "cuda":
+    if allocator.device_type == "cuda" and not tracker.device_only:
         found.append(
             Diagnostic(
                 code="modelled_on_cpu_kernels",

@@ -63,6 +63,8 @@ class PeakTracker(TorchDispatchMode):
         self.untracked: dict[str, int] = {}
         self.operators_seen = 0
         self.host_counters = allocator.device_type != "cpu"
+        # True once a tensor lives on the predicted device itself (not CPU fakes modelling it)
+        self.device_only = allocator.device_type == "cpu"
         self._live: dict[int, _Entry] = {}
         self._seen_before: dict[int, weakref.ref[Any]] = {}
         self._provisional_host: set[int] = set()
@@ -129,7 +131,11 @@ class PeakTracker(TorchDispatchMode):
         if tensor.device.type == "meta":
             return
         key = id(storage)
-        nbytes = self.allocator.rounded(storage.nbytes())
+        device_type = tensor.device.type
+        if device_type == self.allocator.device_type and not self.device_only:
+            self._only_device_from_now()
+        counted = not self.device_only or device_type == self.allocator.device_type
+        nbytes = self.allocator.rounded(storage.nbytes()) if counted else 0
         entry = self._live.get(key)
         if entry is not None and entry.ref() is storage:
             if entry.nbytes == nbytes or key in self._provisional_host:
@@ -155,6 +161,23 @@ class PeakTracker(TorchDispatchMode):
             self._pending = True
             self._peak_phase = phase
             self._peak_module = self._modules.current()
+
+    def _only_device_from_now(self) -> None:
+        """The workload put its first tensor on the predicted device (a CUDA build): from
+        now on only that device's storages count, and host storages (CPU tensors, the
+        optimizer's step counters) weigh nothing. Before it, the device held nothing, so the
+        device's peak so far is what is live on it now: zero."""
+        self.device_only = True
+        if self.allocator.device_type == "cpu":
+            return
+        self.host_counters = False
+        for key in self._live:
+            self._live[key].nbytes = 0
+        self._provisional_host.clear()
+        self.current = self.peak = 0
+        self.phase_peaks.clear()
+        self._pending = False
+        self.snapshot = PeakSnapshot()
 
     def settle_host_counters(self, owned: Owned) -> list[int]:
         """After a step: provisional host counters that are not ``step`` state count again.
