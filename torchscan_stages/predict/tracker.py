@@ -196,7 +196,9 @@ class PeakTracker(TorchDispatchMode):
             entry.nbytes = self.allocator.rounded(storage.nbytes()) if storage is not None else 0
             self.current += entry.nbytes
             readded.append(entry.nbytes)
-            self.peak = max(self.peak, self.current)
+            if self.current > self.peak:
+                self.peak, self._pending = self.current, True
+                self._peak_phase, self._peak_module = "optimizer_step", None
         return readded
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
