@@ -302,3 +302,16 @@ def test_tensors_placed_on_cuda_count_alone() -> None:
     # x, w, x @ w and the sum: 4 * 512 bytes; nothing of the 4096-byte host tensors
     assert report.peak.value == 4 * 512
     assert all(d.code != "modelled_on_cpu_kernels" for d in report.diagnostics)
+
+
+def test_a_model_the_workload_drops_is_freed() -> None:
+    def workload() -> None:
+        for _ in range(2):  # the first model is gone before the second is built
+            model = nn.Linear(256, 256)
+            with torch.no_grad():
+                model(torch.randn(4, 256))
+            del model
+
+    report = predict_peak_memory(workload, device="cpu")
+    # one model at a time: weight 256*256*4 = 262144 + bias 1024, input 4096, output 4096
+    assert report.peak.value == 262144 + 1024 + 4096 + 4096
