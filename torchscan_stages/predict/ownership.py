@@ -53,9 +53,26 @@ class Ownership:
         self._handles: list[Any] = []
         self.in_step = 0
         self.on_step_end: Callable[[], None] | None = None
+        self.name_of: Callable[[torch.nn.Module], str] | None = None
+        # storage key -> (category, owner name): remembered when a module registers or runs,
+        # so a model the workload drops right after the peak is still classified (its
+        # storages die after the module itself); the tracker forgets a key when it is freed
+        self.labels: dict[int, tuple[str, str]] = {}
+
+    def _label(self, module: torch.nn.Module, name: str) -> None:
+        for tensors, category in ((module._parameters, "parameters"), (module._buffers, "buffers")):
+            for tensor in tensors.values():
+                key = _key(tensor)
+                if key is not None:
+                    self.labels[key] = (category, name)
+
+    def _registered(self, module: torch.nn.Module, *_: Any) -> None:
+        self._modules.add(module)
+        self._label(module, type(module).__name__)
 
     def _module_seen(self, module: torch.nn.Module, *_: Any) -> None:
         self._modules.add(module)
+        self._label(module, self.name_of(module) if self.name_of else type(module).__name__)
 
     def _step_pre(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
         self._optimizers.add(optimizer)
@@ -72,8 +89,8 @@ class Ownership:
 
         try:
             self._handles += [
-                module_hooks.register_module_parameter_registration_hook(self._module_seen),
-                module_hooks.register_module_buffer_registration_hook(self._module_seen),
+                module_hooks.register_module_parameter_registration_hook(self._registered),
+                module_hooks.register_module_buffer_registration_hook(self._registered),
                 module_hooks.register_module_forward_pre_hook(self._module_seen),
                 optimizer_hooks.register_optimizer_step_pre_hook(self._step_pre),
                 optimizer_hooks.register_optimizer_step_post_hook(self._step_post),
@@ -87,6 +104,7 @@ class Ownership:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        self.labels.clear()
         self.in_step = 0
 
     def snapshot(self, *, host_step_counters: bool) -> Owned:

@@ -65,7 +65,9 @@ def _run(
             )
 
     ownership.on_step_end = settle
-    with ownership, modules:
+    ownership.name_of = modules._name
+    # the module stack's hooks first, so a module is named before ownership labels it
+    with modules, ownership:
         try:
             with fake, tracker, warnings.catch_warnings():
                 # copy.deepcopy of a fake parameter (nn.TransformerEncoder clones its layer)

@@ -96,6 +96,7 @@ class PeakTracker(TorchDispatchMode):
         if self._pending:
             self._classify()
         del self._live[key]
+        self.ownership.labels.pop(key, None)
         self._provisional_host.discard(key)
         self.current -= entry.nbytes
 
@@ -223,9 +224,12 @@ class PeakTracker(TorchDispatchMode):
         snap = PeakSnapshot(phase=self._peak_phase, module=self._peak_module)
         for key, entry in self._live.items():
             category = owned.category.get(key)
+            label = self.ownership.labels.get(key) if category is None else None
             if category is not None:
                 owner = owned.owner[key]
                 module = owner if isinstance(owner, str) else self._names(owner)
+            elif label is not None:  # a module already dropped: what it was when last seen
+                category, module = label
             else:
                 module = entry.module or OUTSIDE
                 if entry.phase == "forward":
