@@ -69,3 +69,27 @@ def test_stage_is_declared_with_exactly_its_params() -> None:
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     assert stages["predict"]["params"] == list(predict.KEYS)
     assert "reports/predict.json" in stages["render"]["deps"]
+
+
+def test_stage_in_cast_bf16_builds_bf16_parameters(tmp_path: Path) -> None:
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    params["precision"] = {"name": "bf16", "dtype": "bfloat16", "apply": "cast"}
+    params["predict"].update(mode="inference", device="cpu")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "torchscan_stages.stages.predict"],
+        cwd=tmp_path,
+        env={**os.environ, "DVC_STAGE": "predict"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    report = load_report(tmp_path / "reports" / "predict.json")
+    assert isinstance(report, PredictionReport)
+    from torchscan_stages.pipeline.schema import validate_config
+    from torchscan_stages.pipeline.workload import build_model_and_inputs
+
+    model, _ = build_model_and_inputs(validate_config(params))
+    # 2 bytes per parameter in bf16, exact bytes on the CPU model
+    assert report.by_category["parameters"].value == 2 * sum(p.numel() for p in model.parameters())

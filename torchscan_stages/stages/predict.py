@@ -30,13 +30,15 @@ def step_workload(ctx: StageContext) -> Any:
     training = settings.mode == "training"
 
     def workload() -> None:
-        model, inputs = build_model_and_inputs(cfg)
+        # cast precision: built in the dtype (torch refuses .to(dtype) on fake parameters);
+        # the factories' floating tensors take the default dtype, as a cast would give them
+        before = torch.get_default_dtype()
         if cast:
-            model = model.to(dtype)
-            inputs = tuple(
-                t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
-                for t in inputs
-            )
+            torch.set_default_dtype(dtype)
+        try:
+            model, inputs = build_model_and_inputs(cfg)
+        finally:
+            torch.set_default_dtype(before)
         model.train(training)
         amp = torch.autocast("cpu", dtype=dtype) if autocast else contextlib.nullcontext()
         if not training:
