@@ -78,17 +78,6 @@ def _run(
                     category=UserWarning,
                 )
                 workload()
-        except RuntimeError as error:
-            if "_apply(): Couldn't swap" not in str(error):
-                raise
-            raise RuntimeError(
-                f"predict_peak_memory: the workload converted a module built on fake tensors "
-                f"({error}); torch swaps fake parameters on .to()/.cuda()/.half() and refuses "
-                "here. Build the model in its final dtype and device instead, inside the "
-                "workload: nn.Linear(..., dtype=torch.bfloat16, device=...), or "
-                "`with torch.device('cuda'):` and torch.set_default_dtype(...) around the "
-                "constructor"
-            ) from error
         except _FAKE_LIMITS as error:
             operator = _unseen_operator(error)
             diagnostics.append(
@@ -102,6 +91,17 @@ def _run(
                     "covering the work before it",
                 )
             )
+        except RuntimeError as error:
+            if "_apply(): Couldn't swap" not in str(error):
+                raise
+            raise RuntimeError(
+                f"predict_peak_memory: the workload converted a module built on fake tensors "
+                f"({error}); torch swaps fake parameters on .to()/.cuda()/.half() and refuses "
+                "here. Build the model in its final dtype and device instead, inside the "
+                "workload: nn.Linear(..., dtype=torch.bfloat16, device=...), or "
+                "`with torch.device('cuda'):` and torch.set_default_dtype(...) around the "
+                "constructor"
+            ) from error
         snapshot = tracker.finish()
     return tracker, snapshot, diagnostics
 
