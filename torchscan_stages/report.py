@@ -51,7 +51,7 @@ SCHEMA_VERSION = 1
 Status: TypeAlias = Literal["complete", "partial", "unavailable"]
 Severity: TypeAlias = Literal["info", "warning", "error"]
 ReportKind: TypeAlias = Literal[
-    "analysis", "flops", "benchmark", "report_diff", "benchmark_comparison"
+    "analysis", "flops", "benchmark", "report_diff", "benchmark_comparison", "prediction"
 ]
 Number: TypeAlias = int | float
 # report numbers are never coerced: "3" or True is refused, not quietly turned into 3
@@ -674,8 +674,42 @@ class BenchmarkComparison(_Report):
     candidate: BenchmarkReport | None = None
 
 
+# ---------------------------------------------------------------------------- prediction
+
+
+class PredictionReport(_Report):
+    """Predicted peak memory of one workload run on fake tensors (no data, no device).
+
+    Every number has method ``fake_tensor_prediction`` and a ``predicted_*`` scope, so it is
+    never mixed with a measured scope. ``by_category`` parts add up to ``peak``; ``by_module``
+    splits the same live bytes at the peak by the module that owns or created them.
+    """
+
+    kind: Literal["prediction"] = "prediction"
+    name: str | None = None
+    device: str
+    allocator: str
+    rounding_bytes: int
+    peak: MetricResult
+    by_category: dict[str, MetricResult] = Field(default_factory=dict)
+    by_module: dict[str, MetricResult] = Field(default_factory=dict)
+    by_phase: dict[str, MetricResult] = Field(default_factory=dict)
+    phase_at_peak: str | None = None
+    module_at_peak: str | None = None
+    preexisting_bytes: MetricResult | None = None
+    capacity_bytes: int | None = None
+    fits: bool | None = None
+    ran_without_data: bool = True
+    workload_calls: int = 1
+
+
 AnyReport: TypeAlias = Annotated[
-    AnalysisReport | FlopReport | BenchmarkReport | ReportDiff | BenchmarkComparison,
+    AnalysisReport
+    | FlopReport
+    | BenchmarkReport
+    | ReportDiff
+    | BenchmarkComparison
+    | PredictionReport,
     Field(discriminator="kind"),
 ]
 
@@ -685,6 +719,7 @@ REPORT_TYPES: dict[str, type[_Report]] = {
     "benchmark": BenchmarkReport,
     "report_diff": ReportDiff,
     "benchmark_comparison": BenchmarkComparison,
+    "prediction": PredictionReport,
 }
 
 
@@ -774,7 +809,14 @@ def _first_error(error: ValidationError) -> str:
 
 def load_report(
     path_or_text: str | os.PathLike[str] | bytes,
-) -> AnalysisReport | FlopReport | BenchmarkReport | ReportDiff | BenchmarkComparison:
+) -> (
+    AnalysisReport
+    | FlopReport
+    | BenchmarkReport
+    | ReportDiff
+    | BenchmarkComparison
+    | PredictionReport
+):
     """Load any report kind from a path or JSON text; refuse anything it cannot vouch for.
 
     Every refusal is one ``ValueError`` naming the file (or ``<text>``) and what is wrong:

@@ -48,8 +48,18 @@ def _chromium() -> ModuleType:
 
 
 BIN = Path(sys.executable).parent
-MEASUREMENTS = {"crawl", "flops", "memory", "latency", "rss", "profile", "compare"}
-REPORTS = ("crawl", "flops", "memory", "latency", "rss", "profile", "compare", "compare_diff")
+MEASUREMENTS = {"crawl", "flops", "memory", "latency", "rss", "profile", "compare", "predict"}
+REPORTS = (
+    "crawl",
+    "flops",
+    "memory",
+    "latency",
+    "rss",
+    "profile",
+    "compare",
+    "compare_diff",
+    "predict",
+)
 
 
 def _env(extra_path: Path | None = None) -> dict[str, str]:

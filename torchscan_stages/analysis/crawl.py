@@ -50,6 +50,12 @@ from .handlers import (
 )
 from .hf_registration import register_for
 from .layer_records import Built, Call, Mode, build, sum_metric, unavailable
+from .model_forms import (
+    data_free_kind,
+    scripted_diagnostics,
+    unwrap_compiled,
+    without_data_diagnostics,
+)
 from .operators import OperatorCounter, classify_custom_mapping
 from .tensor_meta import call_capture, capture, to_value_meta
 
@@ -386,10 +392,13 @@ def crawl_module(
     ``operator_fill``, listed in an ``operator_fill`` diagnostic) instead of leaving them
     unavailable; sums that include such a part carry method ``module_formula+operator_fill``.
     """
+    module, notes = unwrap_compiled(module)  # model_forms: compiled, scripted, data-free
     call_args, call_kwargs = _prepare_call(module, input_shape, args, kwargs, dtype, device, mode)
     custom = validate_custom_modules(custom_modules)
     mapping = classify_custom_mapping(custom_mapping)
     fill = _check_fill(fill_from_operators)
+    notes += scripted_diagnostics(module)
+    notes += without_data_diagnostics(data_free_kind([call_args, call_kwargs]))
     # see _gc and _guards: no collections during the call, one crawl per model at a time,
     # and a plain forward's recursion depth
     with gc_paused():
@@ -398,6 +407,7 @@ def crawl_module(
             output = _run(module, recorder, mapping, call_args, call_kwargs)
         built = build(recorder.calls, mode, recorder.counter, fill)
         report = _assemble(module, mode, built, recorder, call_args, call_kwargs, output)
+    report.diagnostics[:0] = notes
     if strict:
         incomplete = _incomplete(report, built.handler_failures)
         if incomplete:

@@ -32,6 +32,7 @@ from typing import Any, TypeAlias
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry as _torch_flop_registry
 from torch.utils.flop_counter import shape_wrapper as _torch_shape_wrapper
 
@@ -45,6 +46,7 @@ from ..report import (
     OperatorCount,
 )
 from ._gc import gc_paused
+from .model_forms import data_free_kind, without_data_diagnostics
 from .operator_formulas import CONVENTIONS, FORMULAS, IGNORED, PRODUCT_SHARE, Flops, RawFormula
 
 __all__ = [
@@ -257,7 +259,16 @@ class _CountingMode(TorchDispatchMode):
             entry = counter._entries[func] = (_UNCOUNTED, None, entry[2], _P_NONE)
         out = func(*args, **kwargs)
         counter._record(entry, func, args, kwargs, out)
+        if counter.data_kind is _UNSEEN:  # first operator only: real, meta or fake tensors?
+            counter.data_kind = data_free_kind([args, out]) if _has_tensor(args, out) else _UNSEEN
         return out
+
+
+_UNSEEN = "unseen"
+
+
+def _has_tensor(*values: Any) -> bool:
+    return any(isinstance(v, torch.Tensor) for v in tree_flatten(list(values))[0])
 
 
 def _whole_flops(value: Any) -> int:
@@ -316,6 +327,7 @@ class OperatorCounter:
         self._mode: _CountingMode | None = None
         self._used = False
         self.grad_modes: set[bool] = set()  # grad mode of each recorded operator
+        self.data_kind: str | None = _UNSEEN  # "meta" / "fake": ran without data (model_forms)
 
     # -- context manager ------------------------------------------------------------------
 
@@ -738,5 +750,7 @@ def count_workload(
         with tracker, counter:
             workload()
         report = counter.report(name=name, scope="workload", module_rollup=True)
+        kind = None if counter.data_kind == _UNSEEN else counter.data_kind
+        report.diagnostics[:0] = without_data_diagnostics(kind)
     modes = counter.grad_modes
     return report, (True in modes) if modes else None

@@ -138,6 +138,15 @@ class CompareSettings(_Timing):
     pass
 
 
+class PredictSettings(_Strict):
+    """The predict stage: which step to run on fake tensors and which allocator to model."""
+
+    mode: Literal["inference", "training"] = "training"
+    optimizer: Literal["adamw", "sgd", "none"] = "adamw"
+    device: Literal["cuda", "cpu"] = "cuda"
+    capacity_bytes: int | None = Field(default=None, gt=0)  # the owner's memory; no default
+
+
 class Budgets(_Strict):
     """Owner budgets; ``None`` means no budget (nothing is invented)."""
 
@@ -165,6 +174,7 @@ class PipelineConfig(_Strict):
     compare: CompareSettings
     candidate: CandidateConfig
     budgets: Budgets
+    predict: PredictSettings = PredictSettings()
 
 
 def _find_missing(node: Any, path: str) -> list[str]:

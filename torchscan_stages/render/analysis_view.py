@@ -345,10 +345,24 @@ class FlopsView:
     operators: list[OperatorRow]
     modules: list[tuple[str, Cell]]
     modules_more: int
+    modules_inclusive: bool
     ignored: list[tuple[str, str, str]]
     uncounted: list[Diagnostic]
     conventions: dict[str, str]
     chart: Markup | None
+
+
+def modules_inclusive(report: FlopReport) -> bool:
+    """Whether ``by_module`` gives a module its submodules' work too.
+
+    A report may say so in ``conventions["by_module"]``; otherwise the producer decides:
+    measure_flops (scope ``workload``) rolls children up, crawl_module's operator pass
+    (scope ``forward``) keeps each module's own operators.
+    """
+    stated = report.conventions.get("by_module")
+    if stated is not None:
+        return stated.startswith("inclusive")
+    return report.total.scope == "workload"
 
 
 def flops_view(report: FlopReport) -> FlopsView:
@@ -402,6 +416,7 @@ def flops_view(report: FlopReport) -> FlopsView:
         operators=operators,
         modules=[(name, metric_cell(result)) for name, result in modules_sorted[:50]],
         modules_more=max(len(modules_sorted) - 50, 0),
+        modules_inclusive=modules_inclusive(report),
         ignored=[(i.operator, thousands(i.calls), i.reason) for i in report.ignored_operators],
         uncounted=[d for d in report.diagnostics if d.code == "uncounted_operator"],
         conventions=dict(report.conventions),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from markupsafe import Markup
 
@@ -17,8 +18,17 @@ from ..report import (
     ReportDiff,
 )
 from .analysis_view import Chart, FlopsView, TotalView, flops_view
-from .common import pretty, reason_for
-from .format import DASH, Cell, human, metric_cell, plain_cell, seconds, thousands
+from .common import pretty, reason_for, setting_text
+from .format import (
+    DASH,
+    Cell,
+    human,
+    humanize_text,
+    metric_cell,
+    plain_cell,
+    seconds,
+    thousands,
+)
 from .svg import Bar, bar_chart, latency_plot
 
 
@@ -59,12 +69,58 @@ def _bar(label: str, result: MetricResult) -> Bar:
     return Bar(label, float(result.known_value or 0), result.status, cell.text, cell.title)
 
 
-def benchmark_view(report: BenchmarkReport) -> BenchmarkView:
+def _config(report: BenchmarkReport) -> dict[str, Any]:
+    run = report.provenance.run
+    return run.config if run is not None else {}
+
+
+def count_noun(count: float, unit: str) -> str:
+    """``1 call``, ``8 samples``, ``2.5 samples``: a number with a correctly numbered unit."""
+    if count == 1 and unit.endswith("s") and not unit.endswith("ss"):
+        unit = unit[:-1]
+    return f"{thousands(count)} {unit}"
+
+
+def _work_per_call(report: BenchmarkReport) -> str:
+    """The work one call does. Reports that kept the default (1 call) take the pipeline
+    input's own work units, so memory, RSS and profile say what latency says."""
+    if report.unit == "calls" and report.work_units == 1:
+        inputs = _config(report).get("input")
+        if isinstance(inputs, dict) and "work_units" in inputs and "unit" in inputs:
+            return count_noun(inputs["work_units"], str(inputs["unit"])) + " (the input's)"
+    return count_noun(report.work_units, report.unit)
+
+
+def precision_text(report: BenchmarkReport, fallback: Any = None) -> str:
+    """The recorded precision, else the configured one (``fallback``: a config section)."""
+    if report.execution.precision:
+        return report.execution.precision
+    precision = fallback if fallback is not None else _config(report).get("precision")
+    if isinstance(precision, dict) and {"name", "dtype", "apply"} <= precision.keys():
+        return f"{precision['name']} ({precision['dtype']}, {precision['apply']}) — configured"
+    return "not recorded"
+
+
+def _threads(report: BenchmarkReport) -> tuple[str, str]:
+    """RSS runs in a fresh child that sets its own threads: the parent's count is not it."""
+    ex = report.execution
+    in_process = any(
+        getattr(report, name) is not None for name in ("latency", "memory", "profile", "flops")
+    )
+    if report.rss is None or in_process:
+        return ("threads (intra-op / inter-op)", f"{ex.num_threads} / {ex.num_interop_threads}")
+    configured = _config(report).get("threads")
+    if isinstance(configured, int):
+        return ("threads (intra-op, set in the measured child)", f"{configured}")
+    return ("threads", "set by the measured child process; not recorded")
+
+
+def benchmark_view(report: BenchmarkReport, precision: Any = None) -> BenchmarkView:
     ex = report.execution
     execution = [
         ("device", ex.device),
-        ("precision", pretty(ex.precision)),
-        ("threads (intra-op / inter-op)", f"{ex.num_threads} / {ex.num_interop_threads}"),
+        ("precision", precision_text(report, precision)),
+        _threads(report),
         ("gradients enabled (caller)", pretty(ex.grad_enabled)),
         (
             "gradients enabled (inside the workload)",
@@ -73,9 +129,11 @@ def benchmark_view(report: BenchmarkReport) -> BenchmarkView:
             else pretty(ex.workload_grad_enabled),
         ),
         ("training mode", pretty(ex.training)),
-        ("work per call", f"{thousands(report.work_units)} {report.unit}"),
+        ("work per call", _work_per_call(report)),
     ]
-    execution += [(f"workload calls: {k}", thousands(v)) for k, v in sorted(ex.calls.items())]
+    execution += [
+        (f"workload calls ({k} pass)", count_noun(v, "calls")) for k, v in sorted(ex.calls.items())
+    ]
     latency: list[TotalView] = []
     latency_stats: list[tuple[str, Cell]] = []
     latency_info: list[tuple[str, str]] = []
@@ -106,7 +164,7 @@ def benchmark_view(report: BenchmarkReport) -> BenchmarkView:
                 ("total timed", plain_cell(st.total_time_s, "s")),
             ]
         latency_info = [("timer", lat.timer), ("device synchronised", pretty(lat.synchronized))]
-        latency_info += [(k, pretty(v)) for k, v in sorted(lat.settings.items())]
+        latency_info += [(k, setting_text(k, v)) for k, v in sorted(lat.settings.items())]
         if lat.block_times_s:
             latency_chart = latency_plot(lat.block_times_s, lat.stats)
     memory: list[tuple[str, str, Cell]] = []
@@ -139,7 +197,7 @@ def benchmark_view(report: BenchmarkReport) -> BenchmarkView:
             ("timeout", seconds(r.timeout_s)),
         ]
         if r.method_detail:
-            rss_info.append(("method", r.method_detail))
+            rss_info.append(("method", humanize_text(r.method_detail)))
         rss_phases = [(p.name, metric_cell(p.peak_rss)) for p in r.phases]
         bars = [_bar(p.name, p.peak_rss) for p in r.phases if p.peak_rss.status != "unavailable"]
         missing = [p.name for p in r.phases if p.peak_rss.status == "unavailable"]
@@ -303,6 +361,16 @@ def _verdict_row(d: PerformanceDelta) -> VerdictRow:
     )
 
 
+def _configured_precisions(report: BenchmarkComparison) -> tuple[Any, Any]:
+    """Baseline: the config's precision; candidate: its own, else the baseline's."""
+    run = report.provenance.run
+    config = run.config if run is not None else {}
+    base = config.get("precision")
+    candidate = config.get("candidate")
+    own = candidate.get("precision") if isinstance(candidate, dict) else None
+    return base, own if own else base
+
+
 def comparison_view(report: BenchmarkComparison) -> ComparisonView:
     check = report.check
     if check.error:
@@ -319,6 +387,7 @@ def comparison_view(report: BenchmarkComparison) -> ComparisonView:
     if check.error:
         check_rows.append(("error", check.error))
     rows = [_verdict_row(d) for d in report.deltas]
+    base_precision, cand_precision = _configured_precisions(report)
     return ComparisonView(
         baseline_name=report.baseline_name or "baseline",
         candidate_name=report.candidate_name or "candidate",
@@ -326,8 +395,12 @@ def comparison_view(report: BenchmarkComparison) -> ComparisonView:
         check_rows=check_rows,
         rows=rows,
         withheld_count=sum(1 for r in rows if r.withheld),
-        settings=[(k, pretty(v)) for k, v in sorted(report.settings.items())],
-        baseline=benchmark_view(report.baseline) if report.baseline is not None else None,
-        candidate=benchmark_view(report.candidate) if report.candidate is not None else None,
+        settings=[(k, setting_text(k, v)) for k, v in sorted(report.settings.items())],
+        baseline=benchmark_view(report.baseline, base_precision)
+        if report.baseline is not None
+        else None,
+        candidate=benchmark_view(report.candidate, cand_precision)
+        if report.candidate is not None
+        else None,
         charts=[],
     )

@@ -24,6 +24,7 @@ from ..report import (
     BenchmarkReport,
     FlopReport,
     MetricResult,
+    PredictionReport,
     ReportDiff,
     Status,
     atomic_write_text,
@@ -32,11 +33,25 @@ from ..report import (
 )
 from .analysis_view import analysis_charts, analysis_totals, flops_view, layer_events
 from .bench_view import benchmark_view, comparison_view, diff_view
-from .common import diagnostics_view, overall_status, provenance_view
-from .format import describe_value, metric_cell
+from .common import (
+    ProvenanceView,
+    diagnostics_view,
+    overall_status,
+    provenance_view,
+    shared_provenance,
+)
+from .format import describe_value, humanize_text, metric_cell
+from .prediction_view import prediction_view
 from .sweep_view import sweep_view
 
-AnyReport = AnalysisReport | FlopReport | BenchmarkReport | ReportDiff | BenchmarkComparison
+AnyReport = (
+    AnalysisReport
+    | FlopReport
+    | BenchmarkReport
+    | ReportDiff
+    | BenchmarkComparison
+    | PredictionReport
+)
 ReportSource = AnyReport | str | bytes | os.PathLike[str]
 
 _KIND_LABEL = {
@@ -45,6 +60,7 @@ _KIND_LABEL = {
     "benchmark": "Workload benchmark",
     "report_diff": "Model cost comparison",
     "benchmark_comparison": "Benchmark comparison",
+    "prediction": "Peak memory prediction",
 }
 
 
@@ -60,6 +76,7 @@ def _environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.globals["metric_cell"] = metric_cell
+    env.globals["humanize"] = humanize_text
     return env
 
 
@@ -108,6 +125,8 @@ def _headlines(report: AnyReport) -> list[Headline]:
         return heads
     if isinstance(report, ReportDiff):
         return [Headline(f"{name} after", d.after) for name, d in list(report.totals.items())[:3]]
+    if isinstance(report, PredictionReport):
+        return [Headline(f"predicted peak ({report.device})", report.peak)]
     return [Headline(f"{d.metric} candidate", d.candidate) for d in report.deltas[:3]]
 
 
@@ -140,7 +159,7 @@ def _status(report: AnyReport) -> Status:
 def _title(report: AnyReport) -> str:
     if isinstance(report, AnalysisReport):
         return report.model_type
-    if isinstance(report, FlopReport | BenchmarkReport):
+    if isinstance(report, FlopReport | BenchmarkReport | PredictionReport):
         return report.name or _KIND_LABEL[report.kind]
     if isinstance(report, ReportDiff):
         return f"{report.before_model} → {report.after_model}"
@@ -165,11 +184,16 @@ def _view(report: AnyReport) -> dict[str, Any]:
         return {"bench": benchmark_view(report)}
     if isinstance(report, ReportDiff):
         return {"diff": diff_view(report)}
+    if isinstance(report, PredictionReport):
+        return {"pred": prediction_view(report)}
     return {"cmp": comparison_view(report)}
 
 
-def _section(report: AnyReport, prefix: str, *, level: int) -> Markup:
-    """One report as an HTML <section>; ``prefix`` keeps ids unique on an index page."""
+def _section(
+    report: AnyReport, prefix: str, *, level: int, prov: ProvenanceView | None = None
+) -> Markup:
+    """One report as an HTML <section>; ``prefix`` keeps ids unique on an index page;
+    ``prov`` replaces the report's own provenance (an index page's per-report differences)."""
     template = _environment().get_template(f"{report.kind}.html")
     return Markup(
         template.render(
@@ -182,7 +206,7 @@ def _section(report: AnyReport, prefix: str, *, level: int) -> Markup:
             status=_status(report),
             heads=_headlines(report),
             diag=diagnostics_view(report.diagnostics),
-            prov=provenance_view(report.provenance),
+            prov=prov if prov is not None else provenance_view(report.provenance),
         )
     )
 
@@ -248,6 +272,7 @@ def render_index(
     entries: list[IndexEntry] = []
     sections: list[Markup] = []
     bench: list[tuple[str, BenchmarkReport]] = []
+    shared, provs = shared_provenance([r.provenance for r in reports], "provenance")
     for number, report in enumerate(reports, start=1):
         prefix = f"r{number}-"
         entries.append(
@@ -261,14 +286,14 @@ def render_index(
                 diagnostics=len(report.diagnostics),
             )
         )
-        sections.append(_section(report, prefix, level=2))
+        sections.append(_section(report, prefix, level=2, prov=provs[number - 1]))
         if isinstance(report, BenchmarkReport):
             bench.append((f"{prefix}top", report))
     sweep = sweep_view(bench)
     body = Markup(
         _environment()
         .get_template("index.html")
-        .render(title=title, entries=entries, sweep=sweep, sections=sections)
+        .render(title=title, entries=entries, sweep=sweep, sections=sections, shared=shared)
     )
     return _write(_page(title, body), output)
 

@@ -10,7 +10,17 @@ import sys
 from pathlib import Path
 
 # Page order; a missing report (stage not in this pipeline) is simply absent.
-ORDER = ("crawl", "flops", "memory", "latency", "rss", "profile", "compare", "compare_diff")
+ORDER = (
+    "crawl",
+    "flops",
+    "predict",
+    "memory",
+    "latency",
+    "rss",
+    "profile",
+    "compare",
+    "compare_diff",
+)
 USAGE = "usage: python -m torchscan_stages.stages.render [FOLDER]  (default: reports)"
 
 
