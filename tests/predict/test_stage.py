@@ -47,7 +47,7 @@ def test_stage_writes_a_prediction_report_and_metrics(tmp_path: Path) -> None:
     from torchscan_stages.pipeline.workload import build_model_and_inputs
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
-    model, _ = build_model_and_inputs(validate_config(params))
+    model, _, _ = build_model_and_inputs(validate_config(params))
     blocks = sum(-(-p.numel() * p.element_size() // 512) * 512 for p in model.parameters())
     assert report.by_category["parameters"].value == blocks
     assert "optimizer_step" in report.by_phase  # the AdamW step ran
@@ -90,6 +90,6 @@ def test_stage_in_cast_bf16_builds_bf16_parameters(tmp_path: Path) -> None:
     from torchscan_stages.pipeline.schema import validate_config
     from torchscan_stages.pipeline.workload import build_model_and_inputs
 
-    model, _ = build_model_and_inputs(validate_config(params))
+    model, _, _ = build_model_and_inputs(validate_config(params))
     # 2 bytes per parameter in bf16, exact bytes on the CPU model
     assert report.by_category["parameters"].value == 2 * sum(p.numel() for p in model.parameters())
