@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Progress at least every 15 s during long quiet steps (pip, pytest, dvc repro).
 BEAT := $(PYTHON) $(CURDIR)/.ci/heartbeat
 
-.PHONY: setup test check lint types bench main sweep check-optimisation plots-template
+.PHONY: setup test check lint types bench main sweep check-optimisation plots-template gpu-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ check: lint types test
 
 bench: setup
 	$(PY) benchmarks/run_all.py
+
+# On a machine with an NVIDIA GPU only: every CUDA test, then the GPU figures
+# (prediction vs allocator, CUDA vs CPU operator FLOPs, synchronised passes) in gpu_check.json.
+gpu-check: setup
+	$(PY) -m pytest -q -rs -m cuda -p no:cacheprovider
+	$(PY) benchmarks/gpu_check.py
 
 # The main job: the cached pipeline on the default model, ending with the HTML page.
 # Then commit what the README says ("After a run: what to commit").
