@@ -12,8 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from torchscan_stages.analysis.summary import format_metric, summary
+from torchscan_stages.analysis.summary import summary
 from torchscan_stages.commands.summary import main
+from torchscan_stages.render.text import compact_metric
 from torchscan_stages.report import IncompleteAnalysisError, MetricResult, load_report
 
 GOLDEN = Path(__file__).parent / "golden" / "summary_cnn.txt"
@@ -57,9 +58,9 @@ def test_max_depth_and_training_flags() -> None:
 
 def test_markers() -> None:
     args = {"unit": "FLOPs", "scope": "forward", "method": "module_formula"}
-    assert format_metric(MetricResult.complete(1500, **args)) == "1.50k"
-    assert format_metric(MetricResult.partial(12, **args)) == ">=12"
-    assert format_metric(MetricResult.unavailable(**args)) == "n/a"
+    assert compact_metric(MetricResult.complete(1500, **args)) == "1.50k"
+    assert compact_metric(MetricResult.partial(12, **args)) == ">=12"
+    assert compact_metric(MetricResult.unavailable(**args)) == "n/a"
 
 
 def test_command_writes_report(tmp_path: Path, capsys: object) -> None:

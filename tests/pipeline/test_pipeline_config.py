@@ -147,7 +147,10 @@ def test_unknown_model_target_names_the_key() -> None:
 def test_cuda_without_gpu_is_a_clear_error() -> None:
     params = _params()
     params["device"] = {"type": "cuda", "index": 0}
-    with pytest.raises(ConfigError, match=r"device\.type = 'cuda': no CUDA device"):
+    with pytest.raises(
+        ConfigError,
+        match=r"device\.type = 'cuda': device='cuda:0' was requested but CUDA is not available",
+    ):
         build_workload(validate_config(params))
 
 

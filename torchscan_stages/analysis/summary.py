@@ -13,7 +13,8 @@ from typing import Any, TextIO
 import torch
 from torch import nn
 
-from ..report import AnalysisReport, Diagnostic, IncompleteAnalysisError, LayerRecord, MetricResult
+from ..render.text import compact_metric, compact_number
+from ..report import AnalysisReport, Diagnostic, IncompleteAnalysisError, LayerRecord
 from .crawl import Mode, crawl_module
 from .handlers import ModuleHandler
 from .tensor_meta import describe_shape
@@ -22,33 +23,12 @@ COLUMNS = ("Layer", "Type", "Output shape", "Params", "FLOPs", "MACs", "DMAs", "
 PATHS_SHOWN = 3
 
 
-def _number(value: float | int) -> str:
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:.3g}"
-    value = int(value)
-    for threshold, suffix in ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k")):
-        if abs(value) >= threshold:
-            return f"{value / threshold:.2f}{suffix}"
-    return str(value)
-
-
-def format_metric(result: MetricResult) -> str:
-    """``1.20M`` when complete, ``>=1.20M`` when partial, ``n/a`` when unavailable."""
-    if result.status == "complete":
-        assert result.value is not None
-        return _number(result.value)
-    if result.status == "partial":
-        assert result.known_value is not None
-        return ">=" + _number(result.known_value)
-    return "n/a"
-
-
 def _layer_row(report: AnalysisReport, layer: LayerRecord, held: dict[str, int]) -> tuple[str, ...]:
     label = "  " * layer.depth + (layer.name or report.model_type)
     if layer.call_index:
         label += f" (call {layer.call_index})"
     count = layer.params.parameters if layer.is_leaf else held.get(layer.path, 0)
-    params = _number(count) if count else "-"
+    params = compact_number(count) if count else "-"
     if layer.params.shared_parameters:
         params += " (shared)"
     m = layer.metrics
@@ -58,11 +38,11 @@ def _layer_row(report: AnalysisReport, layer: LayerRecord, held: dict[str, int])
         layer.type,
         describe_shape(layer.output),
         params,
-        format_metric(m.module_flops),
-        format_metric(m.macs),
-        format_metric(m.dmas),
-        format_metric(m.receptive_field),
-        format_metric(operators.inclusive) if operators is not None else "-",
+        compact_metric(m.module_flops),
+        compact_metric(m.macs),
+        compact_metric(m.dmas),
+        compact_metric(m.receptive_field),
+        compact_metric(operators.inclusive) if operators is not None else "-",
     )
 
 
@@ -71,7 +51,7 @@ def _uncalled_row(path: str, held: int, types: Mapping[str, str]) -> tuple[str, 
     depth = path.count(".") + 1
     label = "  " * depth + path.rpartition(".")[2]
     kind = types.get(path, "(not called)")
-    return (label, kind, "-", _number(held) if held else "-", "-", "-", "-", "-", "-")
+    return (label, kind, "-", compact_number(held) if held else "-", "-", "-", "-", "-", "-")
 
 
 def _rows(
@@ -144,14 +124,14 @@ def format_table(
     out = [rule, line(COLUMNS), rule, *(line(r) for r in rows), rule]
     t = report.totals
     out += [
-        f"Parameters: {_number(t.parameters.value or 0)} "
-        f"(trainable {_number(t.trainable_parameters.value or 0)}, "
-        f"frozen {_number(t.frozen_parameters.value or 0)}), "
-        f"{_number(t.parameter_bytes.value or 0)} bytes; "
-        f"buffers {_number(t.buffer_elements.value or 0)} elements",
-        f"Module FLOPs: {format_metric(t.module_flops)}   MACs: {format_metric(t.macs)}   "
-        f"DMAs: {format_metric(t.dmas)} elements   (method {t.macs.method}, mode {report.mode})",
-        f"Operator FLOPs: {format_metric(t.operator_flops)}{_products(report)}   "
+        f"Parameters: {compact_number(t.parameters.value or 0)} "
+        f"(trainable {compact_number(t.trainable_parameters.value or 0)}, "
+        f"frozen {compact_number(t.frozen_parameters.value or 0)}), "
+        f"{compact_number(t.parameter_bytes.value or 0)} bytes; "
+        f"buffers {compact_number(t.buffer_elements.value or 0)} elements",
+        f"Module FLOPs: {compact_metric(t.module_flops)}   MACs: {compact_metric(t.macs)}   "
+        f"DMAs: {compact_metric(t.dmas)} elements   (method {t.macs.method}, mode {report.mode})",
+        f"Operator FLOPs: {compact_metric(t.operator_flops)}{_products(report)}   "
         "(method operator_dispatch, column Op FLOPs; never added to module FLOPs)",
         "Markers: >=N partial (lower bound), n/a unavailable.",
     ]
@@ -171,7 +151,7 @@ def _products(report: AnalysisReport) -> str:
     flops = report.operator_flops
     if flops is None or flops.product_flops is None:
         return ""
-    return f", of which tensor products {format_metric(flops.product_flops)}"
+    return f", of which tensor products {compact_metric(flops.product_flops)}"
 
 
 def summary(

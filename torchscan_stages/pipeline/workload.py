@@ -104,22 +104,15 @@ def _through_var_keyword(signature: inspect.Signature, kwargs: dict[str, Any]) -
 
 
 def resolve_device(device: DeviceConfig) -> torch.device:
-    """The configured device, or a ConfigError when it is absent (never a silent fallback)."""
-    import torch
+    """The configured device through the library's one resolver, as a ConfigError naming
+    the config key when it is absent (never a silent fallback)."""
+    from ..devices import resolve_device as resolve
 
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(
-                "device.type = 'cuda': no CUDA device is available "
-                "(torch.cuda.is_available() is False); use device=cpu"
-            )
-        index = device.index or 0
-        if index >= torch.cuda.device_count():
-            raise ConfigError(
-                f"device.index = {index}: only {torch.cuda.device_count()} CUDA device(s)"
-            )
-        return torch.device("cuda", index)
-    return torch.device("cpu")
+    spec = device.type if device.index is None else f"{device.type}:{device.index}"
+    try:
+        return resolve(spec)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"device.type = {device.type!r}: {error}") from error
 
 
 def torch_dtype(name: str) -> torch.dtype:

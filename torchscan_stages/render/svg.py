@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
+from ..measure.stats import quantile
 from ..report import LatencyStats, Status
 from .format import seconds
 
@@ -104,15 +105,6 @@ def bar_chart(bars: Sequence[Bar], *, label: str, missing: Sequence[str] = ()) -
     return Markup("".join(parts))
 
 
-def _quantile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear-interpolation quantile of sorted values (numpy's default method)."""
-    position = (len(sorted_values) - 1) * q
-    low = math.floor(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    fraction = position - low
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
-
-
 def latency_plot(block_times_s: Sequence[float], stats: LatencyStats | None) -> Markup:
     """Box (q1-q3, median, min-max whiskers) over a strip of every raw block average.
 
@@ -125,7 +117,7 @@ def latency_plot(block_times_s: Sequence[float], stats: LatencyStats | None) -> 
     if stats is not None:
         q1, med, q3, lo, hi = stats.q1, stats.median, stats.q3, stats.min, stats.max
     else:
-        q1, med, q3 = (_quantile(times, q) for q in (0.25, 0.5, 0.75))
+        q1, med, q3 = (quantile(times, q) for q in (0.25, 0.5, 0.75))
         lo, hi = times[0], times[-1]
     lo_axis, hi_axis = min(lo, times[0]), max(hi, times[-1])
     pad = (hi_axis - lo_axis) * 0.05 or abs(hi_axis) * 0.05 or 1e-9

@@ -1,7 +1,7 @@
 """Plain text for people: MetricResults, ratios, intervals, diagnostics and tables.
 
 One formatter for every terminal and Markdown surface (the workload printout, the compare
-gate, and the analysis summary when it moves here), so a number reads the same everywhere.
+gate and the analysis summary), so a number reads the same everywhere.
 Number formatting itself comes from :mod:`render.format`, which the HTML uses too: this
 module only arranges text. Incomplete results never print as a number: partial shows
 ``≥ lower bound``, unavailable shows a dash.
@@ -26,6 +26,26 @@ def metric_text(result: MetricResult | None) -> str:
     if result.status == "partial" and result.known_value is not None:
         return f"≥ {human(result.known_value, result.unit)} (lower bound)"
     return f"{DASH} (unavailable)"
+
+
+def compact_number(value: float | int) -> str:
+    """Dense table style for counts: ``1.20M``, ``3.5k``, ``0.123`` (the summary's columns)."""
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.3g}"
+    value = int(value)
+    for threshold, suffix in ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k")):
+        if abs(value) >= threshold:
+            return f"{value / threshold:.2f}{suffix}"
+    return str(value)
+
+
+def compact_metric(result: MetricResult) -> str:
+    """``1.20M`` when complete, ``>=1.20M`` when partial (lower bound), ``n/a`` when unavailable."""
+    if result.status == "complete" and result.value is not None:
+        return compact_number(result.value)
+    if result.status == "partial" and result.known_value is not None:
+        return ">=" + compact_number(result.known_value)
+    return "n/a"
 
 
 def metric_line(label: str, result: MetricResult, extra: str = "") -> str:
