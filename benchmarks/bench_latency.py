@@ -1,8 +1,8 @@
 """measure_latency against torch.utils.benchmark on the same CNN workload, in one run.
 
 Prints, for each method: median latency, IQR/median, blocks and the total wall time the
-method spent (calibration and warm-up included), then the ratios and the two checks of
-issue #4: medians within 5% of each other, and measure_latency reaching IQR/median < 2% in
+method spent (calibration and warm-up included), then the ratios and two checks:
+medians within 5% of each other, and measure_latency reaching IQR/median < 2% in
 no more total time than adaptive_autorange — judged against adaptive_autorange run to the
 same 2% target (threshold=0.02) and, for reference, its default 10% threshold (which can stop
 after four single-call blocks, i.e. five calls).

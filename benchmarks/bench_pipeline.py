@@ -1,6 +1,6 @@
 """Pipeline overhead: a no-op ``dvc repro`` vs ``dvc status``; a stage's fixed cost vs torch.
 
-Budgets (issue 7): no-op ``dvc repro`` at most 1.5 s more than ``dvc status`` on the same
+Budgets: no-op ``dvc repro`` at most 1.5 s more than ``dvc status`` on the same
 repository; a stage's fixed overhead (interpreter start, imports, params.yaml, validation,
 provenance context, building the workload) at most 1.3x ``python -c "import torch"``.
 

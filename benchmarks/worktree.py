@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-OUTPUTS = ("reports/", "metrics/", "dvc.lock")
+OUTPUTS = ("reports/", "metrics/", "plots/", "dvc.lock", "dvc_plots/")
 
 
 def copy_working_tree(root: Path, target: Path) -> None:

@@ -11,6 +11,16 @@ import pytest
 from simulated_clock import SimulatedClock
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that skips without a GPU as ``cuda``: ``make gpu-check`` runs ``-m cuda``."""
+    for item in items:
+        for mark in item.iter_markers("skipif"):
+            reason = str(mark.kwargs.get("reason", ""))
+            if "GPU" in reason or "CUDA" in reason:
+                item.add_marker(pytest.mark.cuda)
+                break
+
+
 @pytest.fixture
 def sim_clock() -> SimulatedClock:
     return SimulatedClock()

@@ -16,7 +16,7 @@ DOCUMENTED = dict(SECTION.findall(PAGE))
 CALLABLES = sorted(
     name
     for name in torchscan_stages.__all__
-    if name[0].islower() and not name.startswith("__") or name == "ModuleHandler"
+    if (name[0].islower() and not name.startswith("__")) or name == "ModuleHandler"
 )
 
 

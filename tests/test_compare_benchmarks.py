@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import random
 from collections.abc import Callable
 
 import pytest
@@ -10,7 +11,12 @@ import torch
 from simulated_clock import SimulatedClock
 
 from torchscan_stages.compare.benchmarks import compare_benchmarks
-from torchscan_stages.compare.interleave import RatioEstimate, latency_verdict, ratio_of_medians
+from torchscan_stages.compare.interleave import (
+    RatioEstimate,
+    latency_verdict,
+    ratio_of_locations,
+    ratio_of_medians,
+)
 from torchscan_stages.measure.latency import measure_latency
 from torchscan_stages.render import render_report
 from torchscan_stages.report import BenchmarkComparison, load_report
@@ -189,7 +195,7 @@ def test_ratio_of_medians_paired_bootstrap() -> None:
         (0.70, 0.65, 0.75, "faster"),
         (1.01, 0.99, 1.03, "no_difference"),
         (1.03, 1.01, 1.06, "inconclusive"),  # above 1 but within the 5% minimum effect
-        (1.20, 0.90, 1.50, "inconclusive"),  # too noisy
+        (1.20, 0.90, 1.50, "inconclusive"),  # the interval reaches both sides of 1
     ],
 )
 def test_latency_verdicts(ratio: float, low: float, high: float, verdict: str) -> None:
@@ -253,3 +259,101 @@ def test_reports_from_another_package_version_are_not_comparable() -> None:
     result = compare_benchmarks(old, base)
     assert {d.verdict for d in result.deltas} == {"not_comparable"}
     assert any(d.message.startswith("env_hash is different") for d in result.diagnostics)
+
+
+def test_saved_reports_with_different_latency_methods_are_diagnosed(
+    sim_clock: SimulatedClock,
+) -> None:
+    # regression: the method mismatch was appended after the diagnostics were built, so the
+    # verdict turned not_comparable with no diagnostic saying why
+    base = measure_latency(sim_clock.workload(1e-3, seed=1), clock=sim_clock)
+    cand = measure_latency(sim_clock.workload(1e-3, seed=2), clock=sim_clock)
+    assert cand.latency is not None
+    synced = cand.latency.warmed.model_copy(update={"method": "wall_clock_synchronized"})
+    cand = cand.model_copy(update={"latency": cand.latency.model_copy(update={"warmed": synced})})
+    result = compare_benchmarks(base, cand)
+    assert {d.verdict for d in result.deltas} == {"not_comparable"}
+    messages = [d.message for d in result.diagnostics if d.code == "not_comparable"]
+    assert messages == [
+        "latency method is different: baseline='wall_clock', candidate='wall_clock_synchronized'"
+    ]
+
+
+def _interfered(
+    clock: SimulatedClock, cost_s: float, *, hit: float, delay_s: float, seed: int
+) -> Callable[[], object]:
+    """A CPU-bound call the simulated host sometimes preempts: with probability ``hit`` a
+    call is delayed by ``delay_s`` (interference only ever adds time)."""
+    rng = random.Random(seed)
+
+    def call() -> object:
+        clock.now += cost_s + (delay_s if rng.random() < hit else 0.0)
+        return 1
+
+    return call
+
+
+def test_loaded_host_keeps_a_valid_interval(sim_clock: SimulatedClock) -> None:
+    # 1.0 ms vs 1.3 ms calls; 30% of calls lose 3 ms to another process. A median ratio is
+    # pulled towards 1 ((1.3+0.9)/(1.0+0.9) ~ 1.16); the lower decile of blocks of one call
+    # is an untouched call on both sides, so the interval still covers 1.3
+    result = compare_benchmarks(
+        _interfered(sim_clock, 1.0e-3, hit=0.3, delay_s=3e-3, seed=1),
+        _interfered(sim_clock, 1.3e-3, hit=0.3, delay_s=3e-3, seed=2),
+        check=_always(True),
+        clock=sim_clock,
+        max_run_time=2.0,
+    )
+    latency = result.deltas[0]
+    assert latency.ci_low is not None and latency.ci_high is not None
+    assert latency.ci_low <= 1.3 <= latency.ci_high, (latency.ci_low, latency.ci_high)
+    # noisy blocks (IQR/median far above 5%) but a decided interval: slower, with a warning
+    assert latency.verdict == "slower", latency.reason
+    assert "noise warning" in (latency.reason or "")
+    assert "latency_noisy" in [d.code for d in result.diagnostics]
+
+
+def test_sampling_stops_when_the_interval_is_narrow(sim_clock: SimulatedClock) -> None:
+    # +-1% noise on 1 ms vs 1.3 ms: the paired interval is far narrower than 5% after the
+    # first check (min_blocks rounds once min_run_time passed), long before the 8 s budget
+    result = compare_benchmarks(
+        sim_clock.workload(1e-3, noise=0.01, seed=1),
+        sim_clock.workload(1.3e-3, noise=0.01, seed=2),
+        check=_always(True),
+        clock=sim_clock,
+    )
+    assert result.settings["stop_reason"] == "interval_narrower_than_min_effect"
+    latency = result.deltas[0]
+    assert latency.ci_low is not None and latency.ci_high is not None and latency.ratio
+    assert (latency.ci_high - latency.ci_low) / latency.ratio < 0.05
+
+
+def test_sampling_stops_at_the_time_budget(sim_clock: SimulatedClock) -> None:
+    # +-90% noise per call on two equal sides: the interval cannot narrow below 0.1% within
+    # a 0.3 s simulated budget, so the budget stops it and the verdict stays undecided
+    result = compare_benchmarks(
+        sim_clock.workload(1e-3, noise=0.9, seed=1),
+        sim_clock.workload(1e-3, noise=0.9, seed=2),
+        check=_always(True),
+        clock=sim_clock,
+        min_run_time=0.1,
+        max_run_time=0.3,
+        min_effect=0.001,
+        ci_floor=0.0,
+    )
+    assert result.settings["stop_reason"] == "time_budget"
+    assert result.deltas[0].verdict in ("inconclusive", "no_difference")
+
+
+def test_lower_decile_location_ignores_upper_contamination() -> None:
+    # 100 rounds: the baseline is 1.0 in 40 of them and 3.0 (preempted) in 60; the candidate
+    # 1.3 and 3.3 in the same rounds. Medians: 3.0 and 3.3 -> 1.1, pulled towards 1; lower
+    # deciles: 1.0 and 1.3 -> 1.3 exactly, the workloads' own ratio
+    base = [3.0 if i % 10 < 6 else 1.0 for i in range(100)]
+    cand = [b + 0.3 for b in base]
+    median = ratio_of_medians(base, cand, confidence=0.95, resamples=200, paired=True)
+    assert median.ratio == pytest.approx(1.1)
+    estimate = ratio_of_locations(base, cand, confidence=0.95, resamples=500, paired=True)
+    assert estimate.ratio == pytest.approx(1.3)
+    # every paired resample keeps >= 10% untouched rounds with overwhelming probability
+    assert estimate.low == pytest.approx(1.3) and estimate.high == pytest.approx(1.3)

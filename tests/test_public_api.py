@@ -13,6 +13,7 @@ SPEC_NAMES = {
     "compare_benchmarks", "render_report", "load_report",
     "AnalysisReport", "FlopReport", "BenchmarkReport", "ReportDiff", "BenchmarkComparison",
     "MetricResult", "Diagnostic", "ModuleHandler", "IncompleteAnalysisError",
+    "predict_peak_memory", "PredictionReport",  # issue 17: prediction before running
 }  # fmt: skip
 
 

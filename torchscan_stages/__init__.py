@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .measure.profile import profile_workload
     from .measure.rss import measure_peak_rss
     from .measure.workload import measure_workload
+    from .predict import predict_peak_memory
     from .render import render_report
     from .report import (
         AnalysisReport,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         FlopReport,
         IncompleteAnalysisError,
         MetricResult,
+        PredictionReport,
         ReportDiff,
         load_report,
     )
@@ -46,6 +48,7 @@ _PUBLIC: dict[str, str] = {
     "measure_peak_rss": ".measure.rss",
     "profile_workload": ".measure.profile",
     "measure_workload": ".measure.workload",
+    "predict_peak_memory": ".predict",
     "compare_reports": ".compare.reports",
     "compare_benchmarks": ".compare.benchmarks",
     "render_report": ".render",
@@ -55,6 +58,7 @@ _PUBLIC: dict[str, str] = {
     "BenchmarkReport": ".report",
     "ReportDiff": ".report",
     "BenchmarkComparison": ".report",
+    "PredictionReport": ".report",
     "MetricResult": ".report",
     "Diagnostic": ".report",
     "IncompleteAnalysisError": ".report",
@@ -69,6 +73,7 @@ __all__ = [
     "IncompleteAnalysisError",
     "MetricResult",
     "ModuleHandler",
+    "PredictionReport",
     "ReportDiff",
     "__version__",
     "compare_benchmarks",
@@ -80,6 +85,7 @@ __all__ = [
     "measure_peak_memory",
     "measure_peak_rss",
     "measure_workload",
+    "predict_peak_memory",
     "profile_workload",
     "render_report",
     "summary",

@@ -23,7 +23,10 @@ def _usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in {"-h", "--help"}:
+    if not args:  # a command is required: say so and fail, as git and pip do
+        print(_usage(), file=sys.stderr)
+        return 2
+    if args[0] in {"-h", "--help"}:
         print(_usage())
         return 0
     name, rest = args[0], args[1:]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ._version import __version__
-from .report import EnvironmentInfo, Provenance, RunContext, RuntimeState
+from .report import EnvironmentInfo, HostState, Provenance, RunContext, RuntimeState
 
 FINGERPRINT_PACKAGES = ("torch", "numpy", "pydantic", "psutil", "jinja2")
 
@@ -149,8 +149,11 @@ def set_run_context(run: RunContext | None) -> None:
     _current_run = run
 
 
-def build_provenance(run: RunContext | None = None, *, include_runtime: bool = True) -> Provenance:
-    """Provenance for a new report. ``run`` defaults to the context set by the pipeline."""
+def build_provenance(
+    run: RunContext | None = None, *, include_runtime: bool = True, host: HostState | None = None
+) -> Provenance:
+    """Provenance for a new report. ``run`` defaults to the context set by the pipeline;
+    ``host`` is the host state a timing recorded (load, governor, other busy processes)."""
     info = environment_info()
     return Provenance(
         package_version=__version__,
@@ -159,4 +162,5 @@ def build_provenance(run: RunContext | None = None, *, include_runtime: bool = T
         environment=info,
         runtime=runtime_state() if include_runtime else None,
         run=run if run is not None else _current_run,
+        host=host,
     )

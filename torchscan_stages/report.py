@@ -3,16 +3,35 @@
 Reports are the product: every number travels inside a :class:`MetricResult` that states
 whether it is complete, a lower bound, or missing, and what it covers and how it was
 obtained. JSON is the only machine interface; these models are its schema.
+
+Schema-version policy (``SCHEMA_VERSION``, written into every report):
+
+* A new optional field (with a default that states "not recorded", usually ``None``) is
+  compatible: no bump. Older reports load with the default; older readers refuse the new
+  field (``extra="forbid"``), so write reports with the version you read them with.
+  ``FlopReport.product_flops`` was added this way.
+* A field whose meaning or unit changes, whose allowed values widen or change, or a field
+  removed or renamed, is a breaking change: bump ``SCHEMA_VERSION``; ``load_report`` then
+  refuses reports of any other version with one line naming both versions (re-create them
+  with this version).
+* Refusing values no correct writer ever produced (negative counts, NaN or infinite times)
+  is a fix, not a schema change: no bump. Such a report was already wrong.
+
+Every number a report carries is checked on load: counts, bytes, FLOPs and times are finite
+and non-negative, so a report ``load_report`` accepts can always be rendered.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import math
 import os
 import tempfile
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeAlias, TypeVar
 
@@ -25,17 +44,25 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 SCHEMA_VERSION = 1
 
 Status: TypeAlias = Literal["complete", "partial", "unavailable"]
 Severity: TypeAlias = Literal["info", "warning", "error"]
 ReportKind: TypeAlias = Literal[
-    "analysis", "flops", "benchmark", "report_diff", "benchmark_comparison"
+    "analysis", "flops", "benchmark", "report_diff", "benchmark_comparison", "prediction"
 ]
 Number: TypeAlias = int | float
 # report numbers are never coerced: "3" or True is refused, not quietly turned into 3
 StrictNumber: TypeAlias = StrictInt | StrictFloat
+# counts, sizes and times: never negative, never NaN or infinite
+NonNegInt: TypeAlias = Annotated[int, Field(ge=0)]
+NonNegFloat: TypeAlias = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+FiniteFloat: TypeAlias = Annotated[float, Field(allow_inf_nan=False)]
+# units whose numbers count or measure something, so a negative one is impossible
+# ("input_positions" is not among them: a transposed convolution's padding can be negative)
+NON_NEGATIVE_UNITS = frozenset({"FLOPs", "MACs", "elements", "bytes", "parameters", "s"})
 
 
 class _Model(BaseModel):
@@ -68,6 +95,11 @@ class MetricResult(_Model):
             number = getattr(self, name)
             if isinstance(number, float) and not math.isfinite(number):
                 raise ValueError(f"MetricResult.{name} must be finite, got {number!r}")
+            if number is not None and number < 0 and _counts_something(self.unit):
+                raise ValueError(
+                    f"MetricResult.{name} must be >= 0 for unit {self.unit!r} "
+                    f"(a count, size or time), got {number!r}"
+                )
         if self.status == "complete":
             if self.value is None or self.known_value is None:
                 raise ValueError("a complete MetricResult needs both value and known_value")
@@ -109,9 +141,10 @@ class MetricResult(_Model):
     def is_complete(self) -> bool:
         return self.status == "complete"
 
-    def bound(self) -> Number | None:
-        """The best known number: the value when complete, the lower bound when partial."""
-        return self.known_value
+
+def _counts_something(unit: str) -> bool:
+    """Counts, sizes, times and rates of them (``images/s``) are never negative."""
+    return unit in NON_NEGATIVE_UNITS or unit.endswith("/s")
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -234,6 +267,23 @@ class RunContext(_Model):
     stage: str | None = None
 
 
+class HostState(_Model):
+    """The host around a timing: its load at start and end, the CPU frequency governor
+    (where readable) and how many other processes kept at least half a core busy."""
+
+    logical_cpus: int | None = None
+    load_average_start: list[float] | None = None
+    load_average_end: list[float] | None = None
+    cpu_governor: str | None = None
+    busy_processes: int | None = None
+    loaded: bool = False
+    # when and where the timing ran (UTC, ISO 8601; host_id = 12 hex of sha256(hostname)),
+    # so that a sweep can tell timing jobs that overlapped on one host
+    host_id: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
 class Provenance(_Model):
     """Where a report came from. ``env_hash`` keys caches and comparisons."""
 
@@ -243,6 +293,7 @@ class Provenance(_Model):
     environment: EnvironmentInfo
     runtime: RuntimeState | None = None
     run: RunContext | None = None
+    host: HostState | None = None  # timing reports only
 
 
 class _Report(_Model):
@@ -265,7 +316,7 @@ class ValueMeta(_Model):
 
     kind: Literal["tensor", "tuple", "list", "dict", "none", "scalar", "other"]
     type_name: str | None = None
-    shape: list[int] | None = None
+    shape: list[NonNegInt] | None = None
     dtype: str | None = None
     device: str | None = None
     requires_grad: bool | None = None
@@ -276,12 +327,12 @@ class ValueMeta(_Model):
 class ParameterStats(_Model):
     """Parameters and buffers owned directly by one module (not its children)."""
 
-    parameters: int
-    trainable_parameters: int
-    parameter_bytes: int
-    buffer_elements: int
-    buffer_bytes: int
-    shared_parameters: int = 0
+    parameters: NonNegInt
+    trainable_parameters: NonNegInt
+    parameter_bytes: NonNegInt
+    buffer_elements: NonNegInt
+    buffer_bytes: NonNegInt
+    shared_parameters: NonNegInt = 0
 
 
 class LayerMetrics(_Model):
@@ -293,8 +344,29 @@ class LayerMetrics(_Model):
     effective_padding: MetricResult
 
 
+class LayerOperatorFlops(_Model):
+    """Operator FLOPs (method ``operator_dispatch``) dispatched while one module call was active.
+
+    ``own``: operators the call ran itself, outside its child module calls; ``inclusive``: its
+    whole call, children included. ``*_products`` are the tensor-product share of each. Never
+    added to the module-formula metrics beside them. Frozen: records with equal counts share
+    one instance.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    own: MetricResult
+    inclusive: MetricResult
+    own_products: MetricResult
+    inclusive_products: MetricResult
+
+
 class LayerRecord(_Model):
-    """One module call. A module called twice has two records, told apart by call_index."""
+    """One module call. A module called twice has two records, told apart by call_index.
+
+    ``operator_flops`` is absent in reports written before it existed and in
+    ``mode="structure"`` (an optional field: no schema version change).
+    """
 
     path: str
     call_index: int
@@ -308,6 +380,7 @@ class LayerRecord(_Model):
     output: ValueMeta | None = None
     params: ParameterStats
     metrics: LayerMetrics
+    operator_flops: LayerOperatorFlops | None = None
 
 
 class AnalysisTotals(_Model):
@@ -324,13 +397,13 @@ class AnalysisTotals(_Model):
 
 
 class OperatorCount(_Model):
-    calls: int
+    calls: NonNegInt
     flops: MetricResult
 
 
 class IgnoredOperator(_Model):
     operator: str
-    calls: int
+    calls: NonNegInt
     reason: str
 
 
@@ -340,13 +413,13 @@ class FlopReport(_Report):
     kind: Literal["flops"] = "flops"
     name: str | None = None
     total: MetricResult
-    # the tensor-product share of total (FlopCounterMode's / fvcore's convention); None in
-    # reports written before it existed
+    # the tensor-product share of total (FlopCounterMode's / fvcore's convention): a new
+    # optional field, so no schema-version bump (see the policy above); None when not recorded
     product_flops: MetricResult | None = None
     by_operator: dict[str, OperatorCount] = Field(default_factory=dict)
     by_module: dict[str, MetricResult] = Field(default_factory=dict)
     ignored_operators: list[IgnoredOperator] = Field(default_factory=list)
-    workload_calls: int = 1
+    workload_calls: NonNegInt = 1
     conventions: dict[str, str] = Field(default_factory=dict)
 
 
@@ -394,7 +467,7 @@ class ExecutionRecord(_Model):
     num_interop_threads: int
     grad_enabled: bool
     training: bool | None = None
-    calls: dict[str, int] = Field(default_factory=dict)
+    calls: dict[str, NonNegInt] = Field(default_factory=dict)
     # grad mode the workload's own operators ran under (observed in the memory or FLOPs pass):
     # a workload owns its grad mode, so the caller's ``grad_enabled`` may differ
     workload_grad_enabled: bool | None = None
@@ -403,20 +476,37 @@ class ExecutionRecord(_Model):
 class LatencyStats(_Model):
     """Statistics over warmed per-call block averages, in seconds."""
 
-    median: float
-    q1: float
-    q3: float
-    iqr: float
-    min: float
-    max: float
-    mean: float
-    blocks: int
-    calls_per_block: int
-    warmup_calls: int
-    total_time_s: float
-    relative_iqr: float | None = None
-    calibration_calls: int = 0
+    median: NonNegFloat
+    q1: NonNegFloat
+    q3: NonNegFloat
+    iqr: NonNegFloat
+    min: NonNegFloat
+    max: NonNegFloat
+    mean: NonNegFloat
+    blocks: NonNegInt
+    calls_per_block: NonNegInt
+    warmup_calls: NonNegInt
+    total_time_s: NonNegFloat
+    relative_iqr: NonNegFloat | None = None
+    calibration_calls: NonNegInt = 0
     stop_reason: str | None = None
+
+
+class BlockOutlier(_Model):
+    """One warmed block set apart by :func:`measure.host.classify_blocks` (still kept)."""
+
+    index: int
+    kind: Literal["descheduled", "slow", "fast"]
+    seconds: float
+
+
+class LatencyNoise(_Model):
+    """How the host disturbed the timed blocks, beside the raw blocks (nothing is deleted)."""
+
+    outliers: list[BlockOutlier] = Field(default_factory=list)
+    involuntary_switches: int | None = None
+    cpu_fraction: float | None = None  # process CPU time / wall time over the blocks
+    load_changed: bool | None = None
 
 
 class LatencySection(_Model):
@@ -424,17 +514,18 @@ class LatencySection(_Model):
     warmed: MetricResult
     throughput: MetricResult
     stats: LatencyStats | None = None
-    block_times_s: list[float] = Field(default_factory=list)
+    block_times_s: list[NonNegFloat] = Field(default_factory=list)
     timer: str
     synchronized: bool
     settings: dict[str, Any] = Field(default_factory=dict)
+    noise: LatencyNoise | None = None
 
 
 class MemorySection(_Model):
     """Peak memory by scope. Results with different scopes are never summed."""
 
     results: list[MetricResult]
-    baseline_bytes: dict[str, int] = Field(default_factory=dict)
+    baseline_bytes: dict[str, NonNegInt] = Field(default_factory=dict)
 
 
 class RssPhase(_Model):
@@ -446,24 +537,24 @@ class RssSection(_Model):
     peak: MetricResult
     command: list[str]
     exit_code: int | None
-    wall_time_s: float
+    wall_time_s: NonNegFloat
     timed_out: bool
-    timeout_s: float
+    timeout_s: NonNegFloat
     phases: list[RssPhase] = Field(default_factory=list)
     method_detail: str | None = None
     tree_peak: MetricResult | None = None
-    samples: int = 0
-    sample_interval_s: float | None = None
+    samples: NonNegInt = 0
+    sample_interval_s: NonNegFloat | None = None
     signal: int | None = None
 
 
 class ProfiledOperator(_Model):
     name: str
-    calls: int
-    self_cpu_time_s: float
-    cpu_time_total_s: float
-    self_device_time_s: float | None = None
-    device_time_total_s: float | None = None
+    calls: NonNegInt
+    self_cpu_time_s: NonNegFloat
+    cpu_time_total_s: NonNegFloat
+    self_device_time_s: NonNegFloat | None = None
+    device_time_total_s: NonNegFloat | None = None
     input_shapes: list[str] = Field(default_factory=list)
 
 
@@ -473,10 +564,10 @@ class ProfileSection(_Model):
     operators: list[ProfiledOperator]
     trace_path: str | None = None
     activities: list[str] = Field(default_factory=list)
-    profiled_calls: int = 1
-    warmup_calls: int = 0
-    row_limit: int | None = None
-    operators_total: int | None = None
+    profiled_calls: NonNegInt = 1
+    warmup_calls: NonNegInt = 0
+    row_limit: NonNegInt | None = None
+    operators_total: NonNegInt | None = None
     note: str = "instrumented pass: self times include profiler overhead and are not clean latency"
 
 
@@ -485,7 +576,7 @@ class BenchmarkReport(_Report):
 
     kind: Literal["benchmark"] = "benchmark"
     name: str | None = None
-    work_units: float = 1
+    work_units: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1
     unit: str = "calls"
     execution: ExecutionRecord
     latency: LatencySection | None = None
@@ -504,7 +595,7 @@ class MetricDelta(_Model):
     before: MetricResult
     after: MetricResult
     delta: Number | None
-    ratio: float | None
+    ratio: FiniteFloat | None
     status: Status
 
 
@@ -563,10 +654,10 @@ class PerformanceDelta(_Model):
     method: str
     baseline: MetricResult
     candidate: MetricResult
-    ratio: float | None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    confidence: float | None = None
+    ratio: FiniteFloat | None
+    ci_low: FiniteFloat | None = None
+    ci_high: FiniteFloat | None = None
+    confidence: FiniteFloat | None = None
     verdict: Verdict
     withheld: bool = False
     reason: str | None = None
@@ -583,8 +674,42 @@ class BenchmarkComparison(_Report):
     candidate: BenchmarkReport | None = None
 
 
+# ---------------------------------------------------------------------------- prediction
+
+
+class PredictionReport(_Report):
+    """Predicted peak memory of one workload run on fake tensors (no data, no device).
+
+    Every number has method ``fake_tensor_prediction`` and a ``predicted_*`` scope, so it is
+    never mixed with a measured scope. ``by_category`` parts add up to ``peak``; ``by_module``
+    splits the same live bytes at the peak by the module that owns or created them.
+    """
+
+    kind: Literal["prediction"] = "prediction"
+    name: str | None = None
+    device: str
+    allocator: str
+    rounding_bytes: int
+    peak: MetricResult
+    by_category: dict[str, MetricResult] = Field(default_factory=dict)
+    by_module: dict[str, MetricResult] = Field(default_factory=dict)
+    by_phase: dict[str, MetricResult] = Field(default_factory=dict)
+    phase_at_peak: str | None = None
+    module_at_peak: str | None = None
+    preexisting_bytes: MetricResult | None = None
+    capacity_bytes: int | None = None
+    fits: bool | None = None
+    ran_without_data: bool = True
+    workload_calls: int = 1
+
+
 AnyReport: TypeAlias = Annotated[
-    AnalysisReport | FlopReport | BenchmarkReport | ReportDiff | BenchmarkComparison,
+    AnalysisReport
+    | FlopReport
+    | BenchmarkReport
+    | ReportDiff
+    | BenchmarkComparison
+    | PredictionReport,
     Field(discriminator="kind"),
 ]
 
@@ -594,6 +719,7 @@ REPORT_TYPES: dict[str, type[_Report]] = {
     "benchmark": BenchmarkReport,
     "report_diff": ReportDiff,
     "benchmark_comparison": BenchmarkComparison,
+    "prediction": PredictionReport,
 }
 
 
@@ -615,33 +741,90 @@ class IncompleteAnalysisError(RuntimeError):
 # ------------------------------------------------------------------------------ load/save
 
 
+def _decode(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"{where}: not a torchscan_stages report (not UTF-8 text: byte {error.start} "
+            f"is {data[error.start : error.start + 1]!r})"
+        ) from None
+
+
+def _read_file(path: Path, where: str) -> str:
+    try:
+        if path.is_dir():
+            raise ValueError(f"load_report: {where!r} is a directory, not a report file")
+        if not path.is_file():
+            raise ValueError(f"load_report: no report file at {where!r}")
+        data = path.read_bytes()
+    except OSError as error:  # unreadable, or a name too long for the file system
+        raise ValueError(f"load_report: cannot read {where[:200]!r}: {error.strerror}") from None
+    return _decode(data, where)
+
+
 def _read_source(path_or_text: str | os.PathLike[str] | bytes) -> tuple[str, str]:
     """Return (text, where) for a path or a JSON text."""
     if isinstance(path_or_text, bytes):
-        return path_or_text.decode("utf-8"), "<bytes>"
+        return _decode(path_or_text, "<bytes>"), "<bytes>"
     if isinstance(path_or_text, os.PathLike):
         path = Path(path_or_text)
-        if not path.is_file():
-            raise ValueError(f"load_report: no report file at {str(path)!r}")
-        return path.read_text(encoding="utf-8"), str(path)
-    text = str(path_or_text)
+        return _read_file(path, str(path)), str(path)
+    if not isinstance(path_or_text, str):
+        raise TypeError(
+            f"load_report takes a path, JSON text or bytes, got {type(path_or_text).__name__}"
+        )
+    text = path_or_text
     if text.lstrip().startswith(("{", "[")):
         return text, "<text>"
-    path = Path(text)
-    if not path.exists():
-        raise ValueError(f"load_report: {text!r} is neither a JSON document nor an existing file")
-    return path.read_text(encoding="utf-8"), str(path)
+    if "\x00" in text:
+        raise ValueError("load_report: the argument is neither a JSON document nor a file path")
+    try:
+        exists = Path(text).exists()
+    except OSError:  # e.g. a name too long to be a path: it is not a file either
+        exists = False
+    if not exists:
+        shown = text if len(text) <= 200 else text[:200] + "..."
+        raise ValueError(f"load_report: {shown!r} is neither a JSON document nor an existing file")
+    return _read_file(Path(text), text), text
+
+
+def _parse(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{where}: malformed JSON ({error})") from None
+    except RecursionError:
+        raise ValueError(f"{where}: JSON nested too deeply to be a report") from None
+
+
+def _first_error(error: ValidationError) -> str:
+    """The first validation error as ``field.path: message`` (and how many more there are)."""
+    errors: list[ErrorDetails] = error.errors(include_url=False)
+    first = errors[0]
+    location = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{location}: {first['msg']}{more}"
 
 
 def load_report(
     path_or_text: str | os.PathLike[str] | bytes,
-) -> AnalysisReport | FlopReport | BenchmarkReport | ReportDiff | BenchmarkComparison:
-    """Load any report kind from a path or JSON text; refuse anything it cannot vouch for."""
+) -> (
+    AnalysisReport
+    | FlopReport
+    | BenchmarkReport
+    | ReportDiff
+    | BenchmarkComparison
+    | PredictionReport
+):
+    """Load any report kind from a path or JSON text; refuse anything it cannot vouch for.
+
+    Every refusal is one ``ValueError`` naming the file (or ``<text>``) and what is wrong:
+    a directory, unreadable or non-UTF-8 file, malformed or too deeply nested JSON, an
+    unknown kind, another schema version, or the path of the first invalid field.
+    """
     text, where = _read_source(path_or_text)
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{where}: malformed JSON ({error})") from error
+    document = _parse(text, where)
     if not isinstance(document, dict):
         raise ValueError(f"{where}: not a torchscan_stages report (top level is not an object)")
     if "kind" not in document or "schema_version" not in document:
@@ -649,7 +832,7 @@ def load_report(
             f"{where}: not a torchscan_stages report (no 'kind' and 'schema_version' fields)"
         )
     kind = document["kind"]
-    if kind not in REPORT_TYPES:
+    if not isinstance(kind, str) or kind not in REPORT_TYPES:
         raise ValueError(
             f"{where}: unknown report kind {kind!r}; expected one of {sorted(REPORT_TYPES)}"
         )
@@ -657,12 +840,15 @@ def load_report(
     if type(version) is not int or version != SCHEMA_VERSION:
         raise ValueError(
             f"{where}: unsupported schema_version {version!r} for kind {kind!r}; "
-            f"this version of torchscan_stages reads schema_version {SCHEMA_VERSION}"
+            f"this version of torchscan_stages reads schema_version {SCHEMA_VERSION} "
+            "(re-create the report with this version)"
         )
     try:
         return REPORT_TYPES[kind].model_validate(document)  # type: ignore[return-value]
     except ValidationError as error:
-        raise ValueError(f"{where}: invalid {kind} report: {error}") from error
+        raise ValueError(f"{where}: invalid {kind} report at {_first_error(error)}") from None
+    except RecursionError:
+        raise ValueError(f"{where}: invalid {kind} report: nested too deeply") from None
 
 
 def report_json_schema(kind: str) -> dict[str, Any]:
@@ -672,16 +858,70 @@ def report_json_schema(kind: str) -> dict[str, Any]:
     return REPORT_TYPES[kind].model_json_schema()
 
 
+def _umask() -> int:
+    """The process umask: from /proc on Linux (no global change), else by setting it back."""
+    with (
+        contextlib.suppress(OSError, ValueError),
+        open("/proc/self/status", encoding="ascii") as handle,
+    ):
+        for line in handle:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_TMP_RANDOM_CHARS = 8  # tempfile's random part of a name
+# a report write takes milliseconds; a temporary this much older than a new write of the same
+# file belongs to a write that was killed, not to one still running
+STALE_TMP_AGE_S = 60.0
+
+
+def _clean_stale_temporaries(target: Path, started: float, own: str) -> None:
+    """Remove ``.NAME.XXXX.tmp`` files of ``target`` that a killed write left behind.
+
+    Only exact matches of this target's pattern (``mkstemp``'s 8 random characters) last
+    modified ``STALE_TMP_AGE_S`` before this write began: a concurrent write is newer.
+    """
+    prefix, suffix = f".{target.name}.", ".tmp"
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return
+    for entry in entries:
+        name = entry.name
+        middle = name[len(prefix) : -len(suffix)]
+        if (
+            name == own
+            or not (name.startswith(prefix) and name.endswith(suffix))
+            or len(middle) != _TMP_RANDOM_CHARS
+            or not middle.replace("_", "a").isalnum()
+        ):
+            continue
+        with contextlib.suppress(OSError):
+            stale = entry.stat(follow_symlinks=False).st_mtime < started - STALE_TMP_AGE_S
+            if stale and entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
+
+
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write text to ``path`` via a temporary file in the same folder and an atomic rename.
 
-    An interrupted write leaves the previous file (or none), never a truncated one.
+    An interrupted write leaves the previous file (or none), never a truncated one; the
+    temporary files of earlier writes killed before their rename are removed here. The file
+    gets the permissions of any new file under the process umask (0644 under umask 022).
     """
     target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory, not a file to write", str(target))
+    if target.parent.exists() and not target.parent.is_dir():  # mkdir would say "File exists"
+        raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(target.parent))
     target.parent.mkdir(parents=True, exist_ok=True)
+    started = time.time()
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        os.fchmod(fd, 0o644)  # mkstemp creates 0600; reports are ordinary readable files
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600; honour the umask instead
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -691,7 +931,47 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
         raise
+    _clean_stale_temporaries(target, started, os.path.basename(tmp_name))
     return target
+
+
+def _same_file(source: object, target: Path) -> bool:
+    """Whether ``source`` (a report model, JSON text or a path) names the file ``target``."""
+    if isinstance(source, bytes) or not isinstance(source, (str, os.PathLike)):
+        return False
+    if isinstance(source, str) and source.lstrip().startswith(("{", "[")):
+        return False  # JSON text, not a path
+    try:
+        return Path(source).exists() and os.path.samefile(source, target)
+    except (OSError, ValueError):
+        return False
+
+
+def check_output_path(
+    output: str | os.PathLike[str] | None, sources: Sequence[object], *, example: str = "out"
+) -> None:
+    """Refuse an output that is a directory or one of the inputs, before any work is done.
+
+    For every command and function that reads reports and writes a file: writing over an
+    input would destroy the report the output was made from. ``sources`` may mix paths,
+    JSON text and report models (only paths can clash).
+    """
+    if output is None:
+        return
+    target = Path(output)
+    if target.is_dir():
+        raise ValueError(
+            f"output {str(target)!r} is a directory; name the file to write, "
+            f"such as {str(target / example)!r}"
+        )
+    if not target.exists():
+        return
+    for source in sources:
+        if _same_file(source, target):
+            raise ValueError(
+                f"output {str(target)!r} is one of the input reports; refusing to overwrite it "
+                "(choose another output file)"
+            )
 
 
 def save_report(report: _Report, path: str | os.PathLike[str]) -> Path:

@@ -10,8 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from torchscan_stages.analysis.crawl import _MAC_FREE_OPERATORS, crawl_module
+from torchscan_stages.analysis.crawl import crawl_module
 from torchscan_stages.analysis.handlers import CallContext, ModuleHandler, register_handler
+from torchscan_stages.analysis.layer_records import MAC_FREE_OPERATORS as _MAC_FREE_OPERATORS
 from torchscan_stages.analysis.operator_formulas import FORMULAS
 from torchscan_stages.report import AnalysisReport, IncompleteAnalysisError, MetricResult
 from torchscan_stages.zoo import small_resnet, tiny_transformer

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -182,3 +183,131 @@ def test_cuda_work_timed_as_cpu_is_flagged() -> None:
     x = torch.randn(256, 256, device="cuda")
     report = measure_latency(lambda: x @ x, min_run_time=0.01)  # device=None: the CPU
     assert "accelerator_not_synchronized" in [d.code for d in report.diagnostics]
+
+
+def test_one_block_longer_than_max_run_time_is_too_few_blocks(sim_clock: SimulatedClock) -> None:
+    # each call costs 0.2 s, max_run_time 0.1 s: the first block already spends the budget,
+    # so 1 block < min_blocks 7; its median is kept but its spread is not judged
+    report = measure_latency(
+        sim_clock.workload(0.2), warmup=0.0, min_run_time=0.05, max_run_time=0.1, clock=sim_clock
+    )
+    lat = report.latency
+    assert lat is not None and lat.stats is not None
+    assert lat.stats.blocks == 1 and lat.warmed.value == pytest.approx(0.2)
+    assert lat.stats.relative_iqr is None  # an IQR of 0 from one block says nothing
+    codes = [d.code for d in report.diagnostics]
+    assert codes == ["too_few_blocks"]
+    assert "only 1 warmed block(s)" in report.diagnostics[0].message
+
+
+def test_clock_that_does_not_advance_does_not_hang() -> None:
+    # the injected clock never moves, so max_run_time is never reached on it; the
+    # wall-clock backstop (time.monotonic, 2 x (0 + 0.05) + 1 = 1.1 s) ends the timing
+    report = measure_latency(
+        lambda: None, warmup=0.0, min_run_time=0.01, max_run_time=0.05, clock=lambda: 0.0
+    )
+    lat = report.latency
+    assert lat is not None and lat.stats is not None
+    assert lat.stats.stop_reason == "wall_clock_backstop"
+    codes = [d.code for d in report.diagnostics]
+    assert "timing_backstop" in codes and "latency_below_resolution" in codes
+    assert lat.throughput.status == "unavailable"  # a 0 s median gives no throughput
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_non_finite_block_times_are_refused(bad: float) -> None:
+    reads = iter([i * 1e-3 for i in range(40)])
+
+    def clock() -> float:
+        return next(reads, bad)  # 1 ms steps for 40 reads, then nan / inf
+
+    with pytest.raises(ValueError, match="finite, non-decreasing seconds"):
+        measure_latency(lambda: None, warmup=0.0, min_run_time=0.01, max_run_time=0.05, clock=clock)
+
+
+def test_latency_options_validated_once_with_defaults_once() -> None:
+    from torchscan_stages.compare import benchmarks
+    from torchscan_stages.measure import latency
+    from torchscan_stages.measure.latency_options import (
+        COMPARE_DEFAULTS,
+        MEASURE_DEFAULTS,
+        LatencyOptions,
+    )
+
+    # one warm-up default for both entry points (it used to be 0.02 s here and 0.1 s there)
+    assert latency.DEFAULT_WARMUP_S == benchmarks.DEFAULT_WARMUP_S == MEASURE_DEFAULTS.warmup
+    assert COMPARE_DEFAULTS.warmup == MEASURE_DEFAULTS.warmup
+    with pytest.raises(ValueError, match="max_run_time"):
+        LatencyOptions(max_run_time=math.inf)
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['warmpu'\]"):
+        LatencyOptions.from_mapping({"warmpu": 0.1})
+    options = LatencyOptions.from_mapping({"warmup": 0.0}, base=COMPARE_DEFAULTS)
+    assert (options.warmup, options.max_run_time) == (0.0, COMPARE_DEFAULTS.max_run_time)
+    with pytest.raises(AttributeError):
+        options.warmup = 1.0  # type: ignore[misc]  # frozen
+
+
+def test_probed_blocks_are_classified_and_kept(sim_clock: SimulatedClock) -> None:
+    # a simulated host: every 5th call is preempted for 4 ms of a 1 ms call; the probe says
+    # so (1 involuntary switch, CPU time stays 1 ms per call while wall time is 5 ms)
+    state = {"calls": 0, "cpu": 0.0, "switches": 0}
+
+    def workload() -> None:
+        state["calls"] += 1
+        state["cpu"] += 1e-3
+        sim_clock.now += 1e-3
+        if state["calls"] % 5 == 0:
+            sim_clock.now += 4e-3
+            state["switches"] += 1
+
+    def probe() -> tuple[float, int]:
+        return state["cpu"], state["switches"]
+
+    from torchscan_stages.measure.latency import run_latency
+    from torchscan_stages.measure.latency_options import LatencyOptions
+
+    run = run_latency(
+        workload,
+        LatencyOptions(warmup=0.0, min_run_time=0.05, clock=sim_clock, probe=probe),
+        device=torch.device("cpu"),
+    )
+    noise = run.section.noise
+    assert noise is not None
+    blocks = run.section.block_times_s
+    slow = [i for i, value in enumerate(blocks) if value > 2e-3]
+    # blocks of one 1 ms call: every 5th is 5 ms wall for 1 ms CPU -> CPU/wall 0.2 < 0.9
+    assert slow and [o.index for o in noise.outliers if o.kind == "descheduled"] == slow
+    assert len(blocks) == run.section.stats.blocks  # type: ignore[union-attr]  # all kept
+    assert noise.involuntary_switches == len(slow)
+
+
+def test_stable_blocks_continue_until_the_median_is_pinned_down(sim_clock: SimulatedClock) -> None:
+    # one-call blocks alternate 1.000 and 1.010 ms: IQR/median ~1% <= 2% from the start,
+    # and the median's 95% interval always spans both values, a half-width of
+    # (1.010 - 1.000) / 2 / ~1.005 ~ 0.5%: a 1% precision target stops at min_blocks (7),
+    # a 0.1% target is never met, so the blocks run to max_run_time
+    from torchscan_stages.measure.latency import run_latency
+    from torchscan_stages.measure.latency_options import LatencyOptions
+
+    state = {"calls": 0}
+
+    def workload() -> None:
+        state["calls"] += 1
+        sim_clock.now += 1.0e-3 if state["calls"] % 2 else 1.01e-3
+
+    def stop(precision: float) -> tuple[str | None, int]:
+        options = LatencyOptions(
+            warmup=0.0,
+            min_run_time=0.005,
+            max_run_time=0.2,
+            min_block_time=0.0,
+            target_median_precision=precision,
+            clock=sim_clock,
+        )
+        stats = run_latency(workload, options, device=torch.device("cpu")).section.stats
+        assert stats is not None
+        return stats.stop_reason, stats.blocks
+
+    assert stop(0.01) == ("target_relative_iqr", 7)
+    reason, blocks = stop(0.001)
+    assert reason == "max_run_time" and blocks > 7

@@ -121,3 +121,46 @@ def test_observes_the_grad_mode_the_workload_runs_under() -> None:
     assert report.execution.grad_enabled is True
     assert report.execution.workload_grad_enabled is False
     assert measure_peak_memory(lambda: layer(x)).execution.workload_grad_enabled is True
+
+
+def test_generator_workload_is_not_a_complete_zero() -> None:
+    def workload():  # type: ignore[no-untyped-def]  # a generator function: runs nothing
+        yield torch.ones(1024) * 2
+
+    report = measure_peak_memory(workload)
+    result = _result(report, "cpu_tracked_tensors")
+    assert result.status == "unavailable"  # nothing ran: not a complete 0 bytes
+    (diagnostic,) = report.diagnostics
+    assert diagnostic.code == "lazy_output" and "generator" in diagnostic.message
+
+
+def test_lazy_iterator_after_real_work_is_a_lower_bound() -> None:
+    def workload() -> object:
+        kept = torch.ones(1024)  # 1024 x 4 bytes = 4096 bytes allocated before deferring
+        return map(lambda x: x * 2, [kept])  # the lazy iterator is the point
+
+    report = measure_peak_memory(workload)
+    result = _result(report, "cpu_tracked_tensors")
+    assert result.status == "partial" and result.known_value == 4096  # 1024 x 4 bytes
+    assert [d.code for d in report.diagnostics] == ["lazy_output"]
+
+
+def test_empty_batch_is_flagged_as_empty_work() -> None:
+    model = torch.nn.Linear(4, 3)
+    batch = torch.randn(0, 4)  # batch_size 0
+
+    report = measure_peak_memory(lambda: model(batch))
+    result = _result(report, "cpu_tracked_tensors")
+    assert result.value == 0  # 0 rows x 3 outputs x 4 bytes = 0 bytes: true, but no work
+    (diagnostic,) = report.diagnostics
+    assert diagnostic.code == "empty_work" and diagnostic.severity == "error"
+    assert "a batch of 0" in diagnostic.message
+
+
+def test_real_batch_and_in_place_work_are_not_flagged() -> None:
+    model = torch.nn.Linear(4, 3)
+    report = measure_peak_memory(lambda: model(torch.randn(2, 4)))
+    assert report.diagnostics == []
+    x = torch.zeros(8)
+    report = measure_peak_memory(lambda: x.add_(1))  # in place: no new bytes, but work
+    assert report.diagnostics == [] and _result(report, "cpu_tracked_tensors").value == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,67 @@ def test_cuda_profile_has_device_times() -> None:
     prof = report.profile
     assert prof is not None and "CUDA" in prof.activities
     assert any((op.self_device_time_s or 0) > 0 for op in prof.operators)
+
+
+def _matmul() -> torch.Tensor:
+    return torch.ones(4, 4) @ torch.ones(4, 4)
+
+
+def test_trace_path_that_is_a_directory_is_refused_before_measuring(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def workload() -> torch.Tensor:
+        calls.append(1)
+        return _matmul()
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    with pytest.raises(ValueError, match=r"trace_path=.*traces' is a directory"):
+        profile_workload(workload, trace_path=folder)
+    assert calls == []  # refused before the workload ran
+    assert folder.is_dir() and list(folder.iterdir()) == []  # not replaced by a file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["traces"]  # no stray traces.tmp
+
+
+def test_trace_path_under_a_file_is_refused_before_measuring(tmp_path: Path) -> None:
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("x")
+    with pytest.raises(ValueError, match="is not a directory"):
+        profile_workload(_matmul, trace_path=blocker / "sub" / "trace.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["not_a_dir"]
+
+
+def test_trace_path_in_an_unwritable_directory(tmp_path: Path) -> None:
+    # root writes into any folder of its own, but nobody creates files in /proc: either the
+    # path is refused before measuring, or the report says the trace was not written
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    target = Path("/proc/trace.json") if os.geteuid() == 0 else locked / "trace.json"
+    try:
+        report = profile_workload(_matmul, trace_path=target)
+    except ValueError as error:
+        assert "is not writable" in str(error)
+    else:
+        assert report.profile is not None and report.profile.trace_path is None
+        assert [d.code for d in report.diagnostics] == ["trace_not_written"]
+    finally:
+        locked.chmod(0o700)
+    assert not target.exists() and list(locked.iterdir()) == []
+
+
+def test_trace_is_written_atomically_without_stray_files(tmp_path: Path) -> None:
+    target = tmp_path / "deep" / "trace.json"
+    report = profile_workload(_matmul, trace_path=target)
+    assert report.profile is not None and report.profile.trace_path == str(target)
+    assert [p.name for p in target.parent.iterdir()] == ["trace.json"]
+
+
+def test_generator_workload_gets_lazy_output(tmp_path: Path) -> None:
+    def workload():  # type: ignore[no-untyped-def]  # a generator function: runs nothing
+        yield _matmul()
+
+    report = profile_workload(workload)
+    assert report.profile is not None
+    assert [d.code for d in report.diagnostics] == ["lazy_output"]
+    assert "generator" in report.diagnostics[0].message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -94,13 +95,12 @@ def test_large_parent_does_not_leak_its_high_water_mark_into_the_child() -> None
 
 @posix_only
 def test_exit_3_is_partial_with_diagnostic() -> None:
-    started = time.monotonic()
     report = measure_peak_rss(
         [sys.executable, "-c", "import sys; print('bad input', file=sys.stderr); sys.exit(3)"],
         timeout=30,
     )
-    assert time.monotonic() - started < 30 + 2
-    assert report.rss is not None and report.rss.exit_code == 3
+    # it ended by itself, not by the timeout (no clock is read: the host may be loaded)
+    assert report.rss is not None and not report.rss.timed_out and report.rss.exit_code == 3
     # it ran and was measured, but failed: the peak is only a lower bound for a real run
     assert report.rss.peak.status == "partial" and report.rss.peak.value is None
     (diagnostic,) = report.diagnostics
@@ -108,7 +108,7 @@ def test_exit_3_is_partial_with_diagnostic() -> None:
 
 
 @posix_only
-def test_timeout_kills_the_whole_group_within_timeout_plus_2s(tmp_path: Path) -> None:
+def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     script = (
         "import subprocess, sys, time\n"
@@ -116,26 +116,31 @@ def test_timeout_kills_the_whole_group_within_timeout_plus_2s(tmp_path: Path) ->
         f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
         "time.sleep(60)\n"
     )
-    started = time.monotonic()
     report = measure_peak_rss([sys.executable, "-c", script], timeout=1.5)
-    elapsed = time.monotonic() - started
-    assert elapsed < 1.5 + 2
+    # the command sleeps 60 s: it can only have ended by the timeout's kill, whatever the
+    # host's speed (no duration from the real clock is asserted)
     assert report.rss is not None and report.rss.timed_out and report.rss.exit_code is None
+    assert report.rss.timeout_s == 1.5
     assert report.rss.peak.status in ("partial", "unavailable")
     assert [d.code for d in report.diagnostics] == ["child_timeout"]
     grandchild = int(pid_file.read_text())
-    deadline = time.monotonic() + 2
-    while psutil.pid_exists(grandchild) and time.monotonic() < deadline:
-        try:
-            if psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE:
-                break
-        except psutil.NoSuchProcess:
-            break
+    assert _gone(grandchild), "the grandchild in the command's process group must be killed"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _gone(pid: int, polls: int = 200) -> bool:
+    """Poll (bounded: 200 x 50 ms) until ``pid`` is gone or a zombie; no duration asserted."""
+    for _ in range(polls):
+        if not _alive(pid):
+            return True
         time.sleep(0.05)
-    alive = psutil.pid_exists(grandchild) and (
-        psutil.Process(grandchild).status() != psutil.STATUS_ZOMBIE
-    )
-    assert not alive, "the grandchild in the command's process group must be killed"
+    return not _alive(pid)
 
 
 @linux_only
@@ -213,3 +218,100 @@ def test_bad_arguments_refused(
 ) -> None:
     with pytest.raises(error, match=match):
         measure_peak_rss(command, **kwargs)  # type: ignore[arg-type]
+
+
+PARENT = """
+import sys
+from torchscan_stages.measure.rss import measure_peak_rss
+pid_file = sys.argv[1]
+child = "import os, time\\nopen(%r, 'w').write(str(os.getpid()))\\ntime.sleep(600)\\n" % pid_file
+measure_peak_rss([sys.executable, "-c", child], timeout=600)
+"""
+
+
+@posix_only
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_signal_to_parent_kills_the_child(tmp_path: Path, signum: int) -> None:
+    """Ctrl-C (SIGINT), SIGTERM or SIGHUP of the measuring process must not orphan the child.
+
+    The child runs in its own session, so nothing but measure_peak_rss can kill it.
+    """
+    pid_file = tmp_path / "child.pid"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(pid_file)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        for _ in range(1200):  # bounded wait (1200 x 50 ms) for torch's import and the child
+            if pid_file.exists() and pid_file.read_text():
+                break
+            assert parent.poll() is None, parent.communicate()[1].decode()
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        assert _alive(child)
+        parent.send_signal(signum)
+        _, err = parent.communicate(timeout=120)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+    assert _gone(child), f"child {child} outlived its parent's {signal.Signals(signum).name}"
+    # the parent ended as it would have without measure_peak_rss: Python's SIGINT handler
+    # raises KeyboardInterrupt (and an uncaught one ends the process by SIGINT); the others
+    # are fatal by default
+    assert parent.returncode == -signum
+    assert (b"KeyboardInterrupt" in err) == (signum == signal.SIGINT)
+    # the signal handlers were restored and the scratch folder removed on the way out
+    assert b"torchscan_rss_" not in err
+
+
+def test_handlers_are_restored_after_a_measurement() -> None:
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    measure_peak_rss([sys.executable, "-c", "pass"], timeout=30)
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+def _phase_report(records: list[bytes]) -> BenchmarkReport:
+    data = b"".join(record + b"\n" for record in records)
+    script = (
+        "import os\n"
+        f"with open(os.environ[{rss_phases_module.PHASE_FILE_ENV!r}], 'ab') as f:\n"
+        f"    f.write({data!r})\n"
+    )
+    return measure_peak_rss([sys.executable, "-c", script], timeout=60)
+
+
+@posix_only
+def test_phase_record_with_boolean_peak_is_a_diagnostic() -> None:
+    report = _phase_report(
+        [b'{"name": "load", "peak_bytes": true}', b'{"name": "run", "peak_bytes": 4096}']
+    )
+    assert report.rss is not None
+    phases = {p.name: p.peak_rss for p in report.rss.phases}
+    assert phases["load"].status == "unavailable"  # true is not a byte count, not 1
+    assert phases["run"].value == 4096
+    (diagnostic,) = [d for d in report.diagnostics if d.code == "rss_phase_unreadable"]
+    assert "record 1" in diagnostic.message
+    assert "peak_bytes is not a byte count" in diagnostic.message
+
+
+@posix_only
+def test_phase_record_with_invalid_utf8_is_a_diagnostic() -> None:
+    report = _phase_report([b'{"name": "caf\xe9", "peak_bytes": 1}', b"[1, 2]", b"{"])
+    assert report.rss is not None and report.rss.phases == []
+    messages = [d.message for d in report.diagnostics if d.code == "rss_phase_unreadable"]
+    assert len(messages) == 3
+    assert "record 1 is not a mark_phase record (not UTF-8)" in messages[0]
+    assert "record 2" in messages[1] and "record 3" in messages[2]
+
+
+@posix_only
+def test_child_killed_by_a_signal_is_partial_with_child_killed() -> None:
+    script = "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    report = measure_peak_rss([sys.executable, "-c", script], timeout=60)
+    assert report.rss is not None and report.rss.signal == signal.SIGKILL
+    assert report.rss.exit_code == -signal.SIGKILL  # -9: killed, not exited
+    assert report.rss.peak.status in ("partial", "unavailable")
+    assert [d.code for d in report.diagnostics] == ["child_killed"]
+    assert "SIGKILL" in report.diagnostics[0].message

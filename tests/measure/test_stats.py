@@ -44,3 +44,13 @@ def test_bad_input_is_named() -> None:
         summarize([1.0, math.nan])
     with pytest.raises(ValueError, match="q must be within"):
         quantile([1.0], 1.5)
+
+
+def test_median_precision_from_order_statistics() -> None:
+    from torchscan_stages.measure.stats import median_precision
+
+    values = [float(v) for v in range(1, 26)]  # 1..25, n = 25, median 13
+    # ranks 12.5 -/+ 0.98 x 5 = 4.9: low floor(7.6) = 7 -> 8.0, high ceil(17.4) - 1 = 17 -> 18.0
+    # half-width (18 - 8) / 2 = 5 over the median 13
+    assert median_precision(values) == pytest.approx(5 / 13)
+    assert median_precision([1.0]) == math.inf  # one value: nothing to judge

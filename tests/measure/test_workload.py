@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from simulated_clock import SimulatedClock
 
 from torchscan_stages.measure.workload import format_summary, measure_workload
 from torchscan_stages.report import BenchmarkReport, load_report
@@ -161,3 +162,23 @@ def test_flops_pass_alone_observes_the_workloads_grad_mode() -> None:
     # addmm 2*3*4*2 = 48 FLOPs, all tensor products
     assert report.flops is not None and report.flops.total.value == 48
     assert report.flops.product_flops is not None and report.flops.product_flops.value == 48
+
+
+def test_latency_options_object_and_printout_in_human_units(sim_clock: SimulatedClock) -> None:
+    from torchscan_stages.measure.latency_options import LatencyOptions
+
+    out = io.StringIO()
+    report = measure_workload(
+        sim_clock.workload(2e-3),
+        flops=False,
+        memory=False,
+        progress=False,
+        file=out,
+        latency_options=LatencyOptions(warmup=0.0, min_run_time=0.05, clock=sim_clock),
+    )
+    assert report.latency is not None and report.latency.warmed.value == pytest.approx(2e-3)
+    assert report.latency.settings["warmup_s"] == 0.0  # the object's values were used
+    text = out.getvalue()
+    # 2 ms per call; throughput 1 sample / 2 ms = 500 samples/s
+    assert "2.00 ms" in text and "500 samples/s" in text
+    assert "0.002 s" not in text

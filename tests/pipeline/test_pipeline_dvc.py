@@ -28,20 +28,38 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _worktree() -> ModuleType:
-    """benchmarks/worktree.py, shared with the pipeline benchmark (loaded by path)."""
-    spec = importlib.util.spec_from_file_location(
-        "_bench_worktree", ROOT / "benchmarks" / "worktree.py"
-    )
+def _by_path(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
     return module
 
 
+def _worktree() -> ModuleType:
+    """benchmarks/worktree.py, shared with the pipeline benchmark (loaded by path)."""
+    return _by_path("_bench_worktree", ROOT / "benchmarks" / "worktree.py")
+
+
+def _chromium() -> ModuleType:
+    """tests/render/chromium.py: the offline headless Chromium the HTML tests use."""
+    return _by_path("_render_chromium", ROOT / "tests" / "render" / "chromium.py")
+
+
 BIN = Path(sys.executable).parent
-MEASUREMENTS = {"crawl", "flops", "memory", "latency", "rss", "profile", "compare"}
-REPORTS = ("crawl", "flops", "memory", "latency", "rss", "profile", "compare", "compare_diff")
+MEASUREMENTS = {"crawl", "flops", "memory", "latency", "rss", "profile", "compare", "predict"}
+REPORTS = (
+    "crawl",
+    "flops",
+    "memory",
+    "latency",
+    "rss",
+    "profile",
+    "compare",
+    "compare_diff",
+    "predict",
+)
 
 
 def _env(extra_path: Path | None = None) -> dict[str, str]:
@@ -100,22 +118,36 @@ def _commit(repo: Path, message: str) -> None:
     _sh(repo, "git", "commit", "-qm", message)
 
 
+TINY = {  # tiny timing so the file stays fast; the rss timeout stays generous (2-core CI)
+    "latency": {"warmup": 0.0, "min_run_time": 0.05},
+    "compare": {"warmup": 0.0, "min_run_time": 0.05},
+    "profile": {"row_limit": 5},
+}
+
+
+def _shrink_conf(repo: Path) -> None:
+    """Tiny timings in conf/config.yaml itself, so params.yaml stays its composition."""
+    path = repo / "conf" / "config.yaml"
+    conf = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for section, values in TINY.items():
+        conf[section].update(values)
+    path.write_text(yaml.safe_dump(conf, sort_keys=False), encoding="utf-8")
+    _sh(repo, "python", "-m", "torchscan_stages.pipeline.compose")
+
+
+def _no_warning(result: subprocess.CompletedProcess[str]) -> str:
+    text = result.stdout + result.stderr
+    assert result.returncode == 0, text
+    assert not re.search(r"warning|error|failed", text, re.I), text
+    return text
+
+
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("pipeline") / "repo"
     _worktree().copy_working_tree(ROOT, target)
-    _sh(target, "git", "init", "-q")
-    # Tiny timing so the file stays fast; the rss timeout stays generous (2-core CI).
-    _set_params(
-        target,
-        **{
-            "latency.warmup": 0.0,
-            "latency.min_run_time": 0.05,
-            "compare.warmup": 0.0,
-            "compare.min_run_time": 0.05,
-            "profile.row_limit": 5,
-        },
-    )
+    _sh(target, "git", "init", "-q", "-b", "main")
+    _shrink_conf(target)
     _commit(target, "pipeline copy")
     return target
 
@@ -160,11 +192,95 @@ def test_fresh_repro_runs_every_stage_and_reports_validate(repo: Path) -> None:
     }
     assert 0 < flop_metrics["product_flops"] < flop_metrics["total_flops"]
     assert (repo / "reports" / "index.html").read_text().startswith("<!DOCTYPE html>")
-    _commit(repo, "first reproduction")
 
 
 def test_second_repro_measures_nothing(repo: Path) -> None:
     assert _repro(repo) == {"env"}  # env always runs; its output is byte-identical
+
+
+# `dvc status` always lists an always_changed stage, even when everything is up to date.
+ENV_ONLY = "env:\n\talways changed\n"
+
+
+def _readme_commit_block() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    marker = "test_commit_as_the_readme_says) -->\n```bash\n"
+    return text[text.index(marker) + len(marker) :].split("```", 1)[0]
+
+
+def test_commit_as_the_readme_says(repo: Path) -> None:
+    _sh(repo, "bash", "-euo", "pipefail", "-c", _readme_commit_block())
+    assert _sh(repo, "git", "status", "--porcelain").stdout == ""  # nothing left out
+    tracked = _sh(repo, "git", "ls-files", "metrics", "plots", "dvc.lock").stdout.split()
+    assert {"dvc.lock", "metrics/latency.json", "plots/latency_blocks.json"} <= set(tracked)
+    status = _no_warning(_sh(repo, "dvc", "status", check=False))
+    assert status == ENV_ONLY  # the side pipelines add no "deleted" lines
+    shown = _no_warning(_sh(repo, "dvc", "metrics", "show", check=False))
+    assert "metrics/latency.json" in shown and "pipelines/" not in shown
+    _no_warning(_sh(repo, "dvc", "checkout", check=False))
+    storage = repo.parent / "torchscan_stages-dvc-storage"  # the default remote, beside it
+    assert any(storage.rglob("*")), "dvc push wrote nothing to the default remote"
+
+
+def test_plots_show_draws_offline_in_chromium(repo: Path, tmp_path: Path) -> None:
+    chromium = _chromium()
+    if chromium.CHROMIUM is None:
+        pytest.skip(chromium.SKIP_REASON)
+    _no_warning(_sh(repo, "dvc", "plots", "show", "-o", str(tmp_path / "plots"), check=False))
+    page = tmp_path / "plots" / "index.html"
+    html = page.read_text(encoding="utf-8")
+    assert "cdn.jsdelivr" not in html and "<script src" not in html  # vega is inlined
+    netlog = tmp_path / "netlog.json"
+    done = subprocess.run(
+        [
+            chromium.CHROMIUM, *chromium.FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+            f"--log-net-log={netlog}", "--virtual-time-budget=15000", "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert chromium.page_requests(chromium._net_events(netlog)) == []  # no network request
+    # vega-embed replaces each plot's div content with a drawn chart: 2 declared plots
+    assert done.stdout.count('class="vega-embed') == 2, done.stdout[-3000:]
+    assert done.stdout.count("<canvas") + done.stdout.count('class="marks"') >= 2
+
+
+def test_branch_on_an_hf_causal_lm_diffs_against_main(repo: Path) -> None:
+    _sh(repo, "git", "checkout", "-q", "-b", "gpt2")
+    compose = ("python", "-m", "torchscan_stages.pipeline.compose")
+    _sh(repo, *compose, "--set-default", "model=gpt2", "input=hf_tokens")
+    _sh(repo, *compose, "--check")  # the documented switch keeps the drift check green
+    assert _repro(repo) == MEASUREMENTS | {"env", "render"}  # every default stage, on GPT-2
+    for name in REPORTS:
+        run = load_report(repo / "reports" / f"{name}.json").provenance.run
+        assert run is not None and run.model_name == "gpt2-tiny", name
+    _sh(repo, "bash", "-euo", "pipefail", "-c", _readme_commit_block())
+    _no_warning(_sh(repo, "dvc", "params", "diff", "main", check=False))
+    params = json.loads(_sh(repo, "dvc", "params", "diff", "main", "--json").stdout)
+    change = params["params.yaml"]["model.name"]
+    assert (change["old"], change["new"]) == ("cnn", "gpt2-tiny")
+    _no_warning(_sh(repo, "dvc", "metrics", "diff", "main", check=False))
+    metrics = json.loads(_sh(repo, "dvc", "metrics", "diff", "main", "--json").stdout)
+    parameters = metrics["metrics/crawl.json"]["parameters"]
+    assert parameters["old"] != parameters["new"]  # a different model, a different count
+    plots = repo.parent / "plots-diff"
+    _no_warning(_sh(repo, "dvc", "plots", "diff", "main", "-o", str(plots), check=False))
+    assert "cdn.jsdelivr" not in (plots / "index.html").read_text(encoding="utf-8")
+    _sh(repo, "git", "checkout", "-q", "main")
+    _no_warning(_sh(repo, "dvc", "checkout", check=False))
+    run = load_report(repo / "reports" / "crawl.json").provenance.run
+    assert run is not None and run.model_name == "cnn"  # main's reports are back
+    assert _no_warning(_sh(repo, "dvc", "status", check=False)) == ENV_ONLY
+
+
+def test_second_clone_pulls_from_the_default_remote_and_measures_nothing(repo: Path) -> None:
+    clone = repo.parent / "clone"  # beside it: the default remote resolves to the same folder
+    _sh(repo.parent, "git", "clone", "-q", str(repo), str(clone))
+    _no_warning(_sh(clone, "dvc", "pull", check=False))
+    assert (clone / "reports" / "latency.json").exists()
+    assert _repro(clone) == {"env"}  # nothing measured again
+    assert _no_warning(_sh(clone, "dvc", "status", check=False)) == ENV_ONLY
 
 
 def test_latency_setting_reruns_latency_and_dependents_only(repo: Path) -> None:
@@ -293,6 +409,10 @@ def test_experiment_queue_runs_a_threads_grid(repo: Path) -> None:
             break
         time.sleep(3)
     assert status.count("Success") == 2, status
+    for task in re.findall(r"^(\w+)\s.*\bSuccess\b", status, re.M):
+        log = _sh(repo, "dvc", "queue", "logs", task).stdout
+        # the side pipelines are projects of their own: no missing-hash noise in the queue
+        assert "No file hash info" not in log and "WARNING" not in log, log
     table = json.loads(_sh(repo, "dvc", "exp", "show", "--json").stdout)
     threads = set()
     for commit in table:

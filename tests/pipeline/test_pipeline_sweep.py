@@ -44,6 +44,11 @@ def test_multirun_writes_a_report_per_job_and_summarises_only_that_sweep(
     assert sorted(row["job"] for row in summary["jobs"]) == ["0", "1"]  # not the stale "99"
     html = (sweep_dir / "sweep_summary.html").read_text()
     assert "<script" not in html and "Sweep" in html
+    # the multirun says where its summary is; each job's log holds the stage's result line
+    assert f"sweep summary: {sweep_dir / 'sweep_summary.html'} (2 jobs)" in result.stdout
+    for job in ("0", "1"):
+        log = (sweep_dir / job / "latency.log").read_text(encoding="utf-8")
+        assert "latency: warmed median" in log and "reports/latency.json" in log, log
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ from torchscan_stages.report import (
     OperatorCount,
     ParameterStats,
     PerformanceDelta,
+    PredictionReport,
     ProfiledOperator,
     ProfileSection,
     Provenance,
@@ -622,4 +623,59 @@ def comparison(*, check_passed: bool = False) -> BenchmarkComparison:
         settings={"rounds": 5, "interleaved": True},
         baseline=base,
         candidate=cand,
+    )
+
+
+def prediction_report(*, partial: bool = False) -> PredictionReport:
+    """A predicted training step: parts that add up to the peak (2 MiB + 1 MiB + ...)."""
+    scope = "predicted_accelerator_allocated"
+
+    def part(value: int) -> MetricResult:
+        if partial:
+            return MetricResult.partial(
+                value, unit="bytes", scope=scope, method="fake_tensor_prediction"
+            )
+        return MetricResult.complete(
+            value, unit="bytes", scope=scope, method="fake_tensor_prediction"
+        )
+
+    categories = {
+        "parameters": 2 * 2**20,
+        "buffers": 0,
+        "gradients": 2 * 2**20,
+        "optimizer_state": 4 * 2**20,
+        "activations": 1536,
+        "temporaries": 2**20,
+        "other": 512,
+    }
+    peak = sum(categories.values())
+    return PredictionReport(
+        provenance=provenance(stage="predict"),
+        name="tinynet training step",
+        device="cuda",
+        allocator="CUDA caching allocator: 512-byte blocks",
+        rounding_bytes=512,
+        peak=part(peak),
+        by_category={name: part(value) for name, value in categories.items()},
+        by_module={
+            "optimizer": part(5 * 2**20),
+            "TinyNet.fc": part(4 * 2**20),
+            EVIL: part(1536),
+            "(outside modules)": part(512),
+        },
+        by_phase={"forward": part(4 * 2**20 + 2048), "optimizer_step": part(peak)},
+        phase_at_peak="optimizer_step",
+        capacity_bytes=8 * 2**20,
+        fits=None if partial else False,
+        diagnostics=[
+            Diagnostic(
+                code="fake_unsupported_operator",
+                severity="error",
+                metric="peak",
+                operator="aten.nonzero.default",
+                message="aten.nonzero.default cannot run on fake tensors",
+            )
+        ]
+        if partial
+        else [],
     )

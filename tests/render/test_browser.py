@@ -92,3 +92,17 @@ def test_comparison_and_index_in_browser(tmp_path: Path) -> None:
     # fp32 at 4 threads: 20 ms / 4 = 5 ms nominal; block median 5.03 ms
     assert "fp32 4 tinynet fp32 x4 cpu 5.03 ms" in text
     assert result.screenshot is not None and result.screenshot.stat().st_size > 50_000
+
+
+def test_prediction_page_in_browser(tmp_path: Path) -> None:
+    page = tmp_path / "prediction.html"
+    render_report(samples.prediction_report(), page)
+    result = load(page, tmp_path / "work", width=390, height=1600, screenshot=True)
+    assert result.page_requests == []
+    assert "<script" not in result.dom
+    text = _text(result.dom)
+    # 2 + 2 + 4 + 1 MiB + 1536 + 512 B = 9,439,232 B = 9.00 MiB, over the 8 MiB capacity
+    assert "Predicted peak 9.00 MiB" in text
+    assert "does not fit" in text
+    assert text.index("Status complete") < text.index("What is alive at the peak")
+    assert result.screenshot is not None and result.screenshot.stat().st_size > 30_000

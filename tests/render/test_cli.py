@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,68 @@ def test_module_entry_point(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert f"wrote {out}" in done.stdout and out.stat().st_size > 10_000
+
+
+def test_output_that_is_an_input_report_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = samples.flop_report().save(tmp_path / "a.json")
+    second = samples.analysis_report().save(tmp_path / "b.json")
+    before = second.read_bytes()
+    assert main([str(first), str(second), "-o", str(second)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is one of the input reports" in err and "b.json" in err
+    assert second.read_bytes() == before  # the input report is intact
+    # the same file reached by another spelling of its path is refused too
+    assert main([str(second), "-o", str(tmp_path / "." / "b.json")]) == 1
+    assert "is one of the input reports" in capsys.readouterr().err
+    assert second.read_bytes() == before
+
+
+def test_output_to_a_directory_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = samples.flop_report().save(tmp_path / "flops.json")
+    folder = tmp_path / "site"
+    folder.mkdir()
+    assert main([str(report), "-o", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a directory" in err and "Traceback" not in err
+    assert list(folder.iterdir()) == []
+
+
+def test_output_to_an_unwritable_path_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = samples.flop_report().save(tmp_path / "flops.json")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    # root writes into a 0500 folder, but nobody creates files in /proc
+    target = locked / "page.html" if os.geteuid() != 0 else Path("/proc/page.html")
+    try:
+        assert main([str(report), "-o", str(target)]) == 1
+    finally:
+        locked.chmod(0o700)
+    err = capsys.readouterr().err
+    assert err.startswith(f"render: error: cannot write {target}: ") and err.count("\n") == 1
+    assert list(locked.iterdir()) == [] and not target.exists()
+
+
+def test_output_under_a_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = samples.flop_report().save(tmp_path / "flops.json")
+    assert main([str(report), "-o", str(report / "page.html")]) == 1
+    err = capsys.readouterr().err
+    assert err == f"render: error: cannot write {report / 'page.html'}: Not a directory\n"
+
+
+def test_directory_as_input_report_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([str(tmp_path), "-o", str(tmp_path / "page.html")]) == 1
+    assert (
+        capsys.readouterr().err == f"render: error: {tmp_path}: is a directory, not a report file\n"
+    )
+    assert list(tmp_path.iterdir()) == []

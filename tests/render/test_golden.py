@@ -34,6 +34,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "benchmark": lambda: render_report(samples.benchmark_report()),
     "report_diff": lambda: render_report(samples.report_diff()),
     "benchmark_comparison": lambda: render_report(samples.comparison()),
+    "prediction": lambda: render_report(samples.prediction_report()),
     "index": _index,
 }
 

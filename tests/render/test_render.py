@@ -24,6 +24,7 @@ ALL: dict[str, Callable[[], AnyReport]] = {
     "benchmark": samples.benchmark_report,
     "report_diff": samples.report_diff,
     "benchmark_comparison": samples.comparison,
+    "prediction": samples.prediction_report,
 }
 # any URL-bearing reference to a resource: src/href/url()/@import/srcset/<link>
 RESOURCE = re.compile(

@@ -1,18 +1,22 @@
 """crawl_module: one evaluation forward under hooks, one record per module call.
 
-The hooks only capture cheap metadata and call the module's handler; everything else (wire
-models, aggregation, receptive-field chain, totals) is built after the forward. In ``full``
-mode the forward runs under the operator counter, which attributes every operator to the
-innermost active module call; a module without a handler whose own forward does arithmetic
-outside its children is thereby detected and its metrics become partial. Every training flag
-and hook is restored in ``finally``; grad mode by ``torch.no_grad``.
+The hooks (:class:`_Recorder`) only capture cheap metadata and call the module's handler;
+records, aggregation, the receptive-field chain and totals are built after the forward
+(``layer_records``). In ``full`` mode the forward runs under the operator counter, which
+attributes every operator to the innermost active module call: each record carries its own
+and inclusive operator FLOPs, and a module without a handler whose own forward computes is
+detected (its module metrics become partial, or filled from its operators on request). Only
+the crawling thread's calls are recorded; one crawl per model runs at a time. Training flags
+and hooks are restored in ``finally``; grad mode by ``torch.no_grad``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+import functools
+import inspect
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -31,53 +35,31 @@ from ..report import (
     Diagnostic,
     FlopReport,
     IncompleteAnalysisError,
-    LayerMetrics,
-    LayerRecord,
     MetricResult,
-    ParameterStats,
-    combine_sum,
-    trusted_construct,
 )
 from . import module_formulas  # noqa: F401  (fills the built-in handler registry)
 from ._gc import gc_paused
+from ._guards import depth_headroom, model_lock
 from .handlers import (
-    FORMULA_METRICS,
-    METHOD,
-    METRIC_UNITS,
     SCOPE,
     CallContext,
     ModuleHandler,
-    as_diagnostics,
+    OwnOperators,
     lookup_handler,
-    to_metric,
     validate_custom_modules,
 )
-from .operators import OperatorCounter, OwnerOps, classify_custom_mapping
-from .tensor_meta import RawMeta, call_capture, capture, to_value_meta
-
-Mode = Literal["full", "structure"]
-COST_METRICS = ("module_flops", "macs", "dmas")
-RF_METRICS = ("receptive_field", "effective_stride", "effective_padding")
-_VIEW_LIKE_REASONS = ("view or metadata", "host synchronisation", "profiler annotation")
-# Operators that do no multiply-accumulate under the module formulas' conventions
-# (activations, pooling and softmax modules have 0 MACs): a module running only these itself
-# has exactly 0 own MACs. An allow-list, because a multiply hides MACs in many shapes (an
-# affine x*g+b, a manual dot product, lerp, addcmul, linear upsampling, grid sampling).
-_MAC_FREE_OPERATORS = frozenset(
-    f"aten.{name}"
-    for name in (  # noqa: SIM905 (a word list reads better than 90 lines of strings)
-        "add add_ sub sub_ rsub neg neg_ abs abs_ div div_ true_divide maximum minimum relu "
-        "relu_ relu6 relu6_ clamp clamp_ clamp_min clamp_min_ clamp_max clamp_max_ hardtanh "
-        "hardtanh_ threshold threshold_ leaky_relu leaky_relu_ elu elu_ selu selu_ celu "
-        "celu_ gelu gelu_ silu silu_ sigmoid sigmoid_ tanh tanh_ hardswish hardswish_ "
-        "hardsigmoid hardsigmoid_ mish mish_ softplus exp exp_ log log_ sqrt sqrt_ rsqrt "
-        "rsqrt_ eq ne lt le gt ge logical_and logical_or logical_not max_pool1d max_pool2d "
-        "max_pool3d max_pool2d_with_indices max_pool3d_with_indices avg_pool1d avg_pool2d "
-        "avg_pool3d _adaptive_avg_pool2d _adaptive_avg_pool3d adaptive_avg_pool1d "
-        "adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d mean sum amax amin max "
-        "min _softmax _log_softmax"
-    ).split()
+from .hf_registration import register_for
+from .layer_records import Built, Call, Mode, build, sum_metric, unavailable
+from .model_forms import (
+    data_free_kind,
+    scripted_diagnostics,
+    unwrap_compiled,
+    without_data_diagnostics,
 )
+from .operators import OperatorCounter, classify_custom_mapping
+from .tensor_meta import call_capture, capture, to_value_meta
+
+COST_METRICS = ("module_flops", "macs", "dmas")
 
 CONVENTIONS = {
     "flop": "one multiply-add = 2 FLOPs (1 MAC); each elementary add, multiply, divide, "
@@ -93,27 +75,17 @@ CONVENTIONS = {
     "stride*(k-1), padding += stride*p, stride *= s; each layer's kernel/stride/padding is the "
     "maximum over its spatial dims; a layer with no spatial meaning (attention, recurrent, "
     "unflatten, ...) or an unsupported layer ends the chain (later values unavailable)",
+    "layer_operator_flops": "each record's operator_flops: the operator FLOPs (method "
+    "operator_dispatch, as measure_flops) dispatched while that call was innermost (own) and "
+    "while it was active (inclusive, children included), with their tensor-product share; the "
+    "root's inclusive count is totals.operator_flops; never added to module FLOPs",
+    "operator_fill": "fill_from_operators: a module without handler takes its own module "
+    "FLOPs from its own operator FLOPs and its MACs from its own tensor-product FLOPs / 2 "
+    "(method operator_fill; DMAs unavailable); sums including one carry method "
+    "module_formula+operator_fill",
     "paths": "the root is the empty path; other paths are named_modules() names; a module "
     "called several times has one record per call (call_index 0, 1, ...)",
 }
-
-
-@dataclass
-class _Call:
-    """One module call, filled by the hooks (cheap fields only)."""
-
-    module: nn.Module
-    path: str
-    call_index: int
-    parent: int | None
-    handler: ModuleHandler | None
-    key: str
-    inputs: RawMeta
-    output: RawMeta | None = None
-    result: Any = None
-    error: str | None = None
-    children: list[int] = field(default_factory=list)
-    inside_inclusive: bool = False
 
 
 # ------------------------------------------------------------------------------ arguments
@@ -229,350 +201,123 @@ def _prepare_call(
     return _generate_inputs(module, shapes, dtype, device), call_kwargs
 
 
-# ------------------------------------------------------------------------------- records
+# ------------------------------------------------------------------------------ fill
 
 
-_UNAVAILABLE = {
-    name: MetricResult.unavailable(unit=unit, scope=SCOPE, method=METHOD)
-    for name, unit in METRIC_UNITS.items()
-}
-_ZERO = {
-    name: MetricResult.complete(0, unit=unit, scope=SCOPE, method=METHOD)
-    for name, unit in METRIC_UNITS.items()
-}
-
-
-def _unavailable(name: str) -> MetricResult:
-    return _UNAVAILABLE[name]  # frozen models: one shared instance is safe
-
-
-def _complete(name: str, value: int | float) -> MetricResult:
-    if value == 0 and isinstance(value, int):
-        return _ZERO[name]
-    return MetricResult.complete(value, unit=METRIC_UNITS[name], scope=SCOPE, method=METHOD)
-
-
-def _sum(name: str, parts: list[MetricResult]) -> MetricResult:
-    if len(parts) == 1 and parts[0].unit == METRIC_UNITS[name]:  # a leaf: nothing to add
-        return parts[0]
-    return combine_sum(parts, unit=METRIC_UNITS[name], scope=SCOPE, method=METHOD)
-
-
-def _handler_metrics(call: _Call) -> tuple[dict[str, MetricResult], list[Diagnostic], bool]:
-    """(metrics, diagnostics, failed) from the handler's raw result."""
-    assert call.handler is not None
-    label = call.handler.label
-    if call.error is not None:
-        failed = Diagnostic(
-            code="handler_failed",
-            severity="error",
-            path=call.path,
-            message=f"handler {label} for {type(call.module).__name__} at {call.path or '<root>'}"
-            f" (call {call.call_index}) raised {call.error}; its metrics are unavailable",
+def _check_fill(fill: Any) -> bool | tuple[type[nn.Module], ...]:
+    """``fill_from_operators``: False, True, or module classes; TypeError naming a bad item."""
+    if isinstance(fill, bool):
+        return fill
+    if fill is None:
+        return False
+    if isinstance(fill, type) or not isinstance(fill, Iterable):
+        raise TypeError(
+            f"fill_from_operators must be True/False or a list of nn.Module classes, got {fill!r}"
         )
-        return {}, [failed], True
-    result = call.result
-    try:
-        if not isinstance(result, Mapping):
-            raise TypeError(f"returned {type(result).__name__}, expected a mapping of metrics")
-        unknown = set(result) - set(FORMULA_METRICS) - {"diagnostics"}
-        if unknown:
-            raise ValueError(
-                f"returned unknown metric(s) {sorted(unknown)}; known: {list(FORMULA_METRICS)}"
-            )
-        metrics = {
-            name: to_metric(name, result[name]) for name in FORMULA_METRICS if name in result
-        }
-        diagnostics = as_diagnostics(result.get("diagnostics"), call.path)
-    except (TypeError, ValueError) as error:
-        failed = Diagnostic(
-            code="handler_failed",
-            severity="error",
-            path=call.path,
-            message=f"handler {label} at {call.path or '<root>'} (call {call.call_index}) "
-            f"returned an invalid result: {error}",
-        )
-        return {}, [failed], True
-    return metrics, diagnostics, False
+    classes = tuple(fill)
+    for item in classes:
+        if not (isinstance(item, type) and issubclass(item, nn.Module)):
+            raise TypeError(f"fill_from_operators: {item!r} is not an nn.Module subclass")
+    return classes
 
 
-def _macs_free(ops: OwnerOps) -> bool:
-    """True when a module's own operators are known to do no multiply-accumulate.
+# ------------------------------------------------------------------------------ hooks
 
-    Every operator it ran itself must be counted by a built-in formula (no custom formula,
-    nothing uncounted) and be on the allow-list: a residual ``add``, an activation, a
-    pooling, a softmax or a plain reduction in a container's forward. Then the module's own
-    MACs are exactly 0 even though its own FLOPs have no module formula.
+
+class _Recorder:
+    """The crawl's two global hooks and the call tree they build (crawling thread only).
+
+    One global pre-hook and one global hook (filtered to this model's modules and to the
+    thread that crawls) instead of two handles per module: registration stays O(1), and
+    PyTorch's fused fast paths, which refuse modules that carry their own hooks, run as in
+    a plain forward.
     """
-    return (
-        not ops.uncounted_calls
-        and not ops.unclassified_calls
-        and all(name in _MAC_FREE_OPERATORS for name in ops.counted_calls)
-    )
 
+    def __init__(
+        self, module: nn.Module, full: bool, custom: Mapping[type[nn.Module], ModuleHandler]
+    ) -> None:
+        self.full = full
+        self.thread = threading.get_ident()
+        self.calls: list[Call] = []
+        self.stack: list[int] = []
+        self.keys: list[str] = []
+        self.call_counts: dict[int, int] = {}
+        self.inclusive_depth = 0
+        self.counter: OperatorCounter | None = None
+        self.known: dict[int, tuple[nn.Module, str, ModuleHandler | None, bool]] = {}
+        named = list(module.named_modules())
+        for _, sub in named:
+            register_for(sub)  # transformers' classes: built-in handlers, lazily
+        for path, sub in named:
+            handler = lookup_handler(type(sub), custom) if full else None
+            is_custom = handler is not None and any(handler is h for h in custom.values())
+            self.known[id(sub)] = (sub, path, handler, is_custom)
 
-def _own_ops_state(ops: OwnerOps | None, counter: OperatorCounter) -> tuple[bool, bool, str]:
-    """(does arithmetic, moves data, description) of a module's own operators."""
-    if ops is None:
-        return False, False, ""
-    arithmetic = ops.flops > 0 or bool(ops.uncounted_calls)
-    names = sorted([n for n, f in ops.op_flops.items() if f > 0] + list(ops.uncounted_calls))
-    moves = [
-        n for n in ops.ignored_calls if not counter.ignored_reason(n).startswith(_VIEW_LIKE_REASONS)
-    ]
-    return arithmetic, bool(moves), ", ".join(names) if names else ", ".join(sorted(moves))
+    def owner(self) -> str | None:
+        return self.keys[-1] if self.keys else None
 
-
-@dataclass
-class _Built:
-    records: list[LayerRecord]
-    aggregates: list[dict[str, MetricResult]]
-    diagnostics: list[Diagnostic]
-    handler_failures: list[str]
-
-
-def _param_stats(module: nn.Module, seen: set[int]) -> ParameterStats:
-    params = buffers = trainable = pbytes = bbytes = shared = 0
-    for p in module._parameters.values():
-        if p is None:
-            continue
-        n = p.numel()
-        params += n
-        trainable += n if p.requires_grad else 0
-        pbytes += n * p.element_size()
-        if id(p) in seen:
-            shared += n
-        seen.add(id(p))
-    for b in module._buffers.values():
-        if b is None:
-            continue
-        buffers += b.numel()
-        bbytes += b.numel() * b.element_size()
-    return trusted_construct(
-        ParameterStats,
-        {
-            "parameters": params,
-            "trainable_parameters": trainable,
-            "parameter_bytes": pbytes,
-            "buffer_elements": buffers,
-            "buffer_bytes": bbytes,
-            "shared_parameters": shared,
-        },
-    )
-
-
-def _build(calls: list[_Call], mode: Mode, counter: OperatorCounter | None) -> _Built:
-    n = len(calls)
-    own: list[dict[str, MetricResult]] = [{} for _ in range(n)]
-    rf_local: list[tuple[Any, Any, Any] | None] = [None] * n
-    participates = [False] * n
-    diagnostics: list[Diagnostic] = []
-    failures: list[str] = []
-    owner_ops = counter.owner_ops() if counter is not None else {}
-    reported: set[tuple[str, str]] = set()
-
-    for i, call in enumerate(calls):
-        if mode == "structure":
-            continue
-        handler_ok = False
-        if call.handler is not None:
-            metrics, diags, failed = _handler_metrics(call)
-            diagnostics.extend(diags)
-            if failed:
-                failures.append(f"layers[{call.path or '<root>'}#{call.call_index}]")
-            else:
-                handler_ok = True
-                own[i] = metrics
-                missing = [m for m in COST_METRICS if m not in metrics]
-                if missing and (call.path, "missing") not in reported:
-                    reported.add((call.path, "missing"))
-                    diagnostics.append(
-                        Diagnostic(
-                            code="formula_unavailable",
-                            path=call.path,
-                            metric=",".join(missing),
-                            message=f"{call.handler.label} gives no {', '.join(missing)} for "
-                            f"{type(call.module).__name__} at {call.path or '<root>'}",
-                        )
-                    )
-                if all(m in metrics and metrics[m].is_complete for m in RF_METRICS):
-                    rf_local[i] = tuple(metrics[m].value for m in RF_METRICS)  # type: ignore[assignment]
-                participates[i] = not call.inside_inclusive
-        if handler_ok:
-            continue
-        ops = owner_ops.get(call.key)
-        arithmetic, moves, what = _own_ops_state(ops, counter)  # type: ignore[arg-type]
-        if call.handler is not None:  # failed handler: own work unknown
-            own[i] = {m: _unavailable(m) for m in COST_METRICS}
-            participates[i] = not call.inside_inclusive
-            continue
-        if arithmetic:
-            own[i] = {m: _unavailable(m) for m in COST_METRICS}
-            macs_free = ops is not None and _macs_free(ops)
-            if macs_free:
-                own[i]["macs"] = _complete("macs", 0)
-            participates[i] = not call.children and not call.inside_inclusive
-            if (call.path, "unsupported") not in reported:
-                reported.add((call.path, "unsupported"))
-                kind = "leaf module" if not call.children else "module"
-                affected = (
-                    "its module FLOPs and DMAs are a lower bound or unavailable (its MACs are "
-                    "complete: those operators do no multiply-accumulate)"
-                    if macs_free
-                    else "its module metrics are a lower bound or unavailable"
-                )
-                diagnostics.append(
-                    Diagnostic(
-                        code="unsupported_module",
-                        path=call.path,
-                        metric="module_flops,dmas" if macs_free else "module_flops,macs,dmas",
-                        message=f"{kind} {type(call.module).__name__} at {call.path or '<root>'} "
-                        f"has no handler and its own forward computes outside its children "
-                        f"({what}); {affected}. Pass custom_modules="
-                        f"{{{type(call.module).__name__}: ModuleHandler(...)}} to count it.",
-                    )
-                )
-        else:
-            own[i] = {"module_flops": _complete("module_flops", 0), "macs": _complete("macs", 0)}
-            if moves:
-                own[i]["dmas"] = MetricResult.partial(
-                    0, unit=METRIC_UNITS["dmas"], scope=SCOPE, method=METHOD
-                )
-                if (call.path, "moves") not in reported:
-                    reported.add((call.path, "moves"))
-                    diagnostics.append(
-                        Diagnostic(
-                            code="unmodelled_data_movement",
-                            path=call.path,
-                            metric="dmas",
-                            message=f"{type(call.module).__name__} at {call.path or '<root>'} "
-                            f"copies data in its own forward ({what}); its DMAs are a lower bound",
-                        )
-                    )
-            else:
-                own[i]["dmas"] = _complete("dmas", 0)
-
-    # aggregates: children have larger indices than their parent, so one reverse pass
-    aggregates: list[dict[str, MetricResult]] = [{} for _ in range(n)]
-    for i in range(n - 1, -1, -1):
-        call = calls[i]
-        mine_all = own[i]
-        if mode == "structure":
-            aggregates[i] = {name: _UNAVAILABLE[name] for name in COST_METRICS}
-        elif not call.children:  # a leaf: its own part is its whole call
-            aggregates[i] = {m: mine_all.get(m) or _UNAVAILABLE[m] for m in COST_METRICS}
-        else:
-            inclusive = call.handler is not None and call.handler.inclusive
-            for name in COST_METRICS:
-                mine = mine_all.get(name) or _UNAVAILABLE[name]
-                if inclusive and name in mine_all:
-                    aggregates[i][name] = mine
-                else:
-                    parts = [mine] + [aggregates[c][name] for c in call.children]
-                    aggregates[i][name] = _sum(name, parts)
-
-    rf_values = _receptive_chain(calls, rf_local, participates, mode, diagnostics)
-
-    seen: set[int] = set()
-    records = []
-    for i, call in enumerate(calls):
-        metrics = dict(aggregates[i])
-        for name, value in zip(RF_METRICS, rf_values[i], strict=False):
-            metrics[name] = value
-        records.append(
-            trusted_construct(  # fields are typed by construction
-                LayerRecord,
-                {
-                    "path": call.path,
-                    "call_index": call.call_index,
-                    "name": call.path.rpartition(".")[2],
-                    "depth": 0 if not call.path else call.path.count(".") + 1,
-                    "type": type(call.module).__name__,
-                    "is_leaf": not call.module._modules,
-                    "handler": call.handler.label if call.handler is not None else None,
-                    "inclusive": bool(call.handler is not None and call.handler.inclusive),
-                    "input": to_value_meta(call.inputs),
-                    "output": to_value_meta(call.output) if call.output is not None else None,
-                    "params": _param_stats(call.module, seen),
-                    "metrics": trusted_construct(LayerMetrics, metrics),
-                },
-            )
+    def own_operators(self, key: str) -> OwnOperators | None:
+        counter = self.counter
+        ops = counter.live_owner_ops(key) if counter is not None else None
+        if ops is None:
+            return OwnOperators(0, 0, True, True, ()) if counter is not None else None
+        return OwnOperators(
+            ops.flops,
+            ops.product_flops,
+            ops.complete,
+            ops.complete and not ops.unclassified_calls,
+            tuple(sorted({**ops.counted_calls, **ops.uncounted_calls})),
         )
-    return _Built(records, aggregates, diagnostics, failures)
 
+    def pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
+        entry = self.known.get(id(mod))
+        if entry is None or entry[0] is not mod or threading.get_ident() != self.thread:
+            return
+        _, path, handler, _ = entry
+        index = self.call_counts.get(id(mod), 0)
+        self.call_counts[id(mod)] = index + 1
+        parent = self.stack[-1] if self.stack else None
+        key = path if index == 0 else f"{path}#{index}"
+        position = len(self.calls)
+        inside = self.inclusive_depth > 0
+        call = Call(mod, path, index, parent, handler, key, capture(hook_args))
+        call.inside_inclusive = inside
+        self.calls.append(call)
+        if parent is not None:
+            self.calls[parent].children.append(position)
+        self.stack.append(position)
+        self.keys.append(key)
+        if handler is not None and handler.inclusive:
+            self.inclusive_depth += 1
 
-def _receptive_chain(
-    calls: list[_Call],
-    local: list[tuple[Any, Any, Any] | None],
-    participates: list[bool],
-    mode: Mode,
-    diagnostics: list[Diagnostic],
-) -> list[tuple[MetricResult, MetricResult, MetricResult]]:
-    """Cumulative (rf, stride, padding) per record, following calls in completion order."""
-    none = (
-        _unavailable("receptive_field"),
-        _unavailable("effective_stride"),
-        _unavailable("effective_padding"),
-    )
-    values = [none] * len(calls)
-    if mode == "structure":
-        return values
-    order = _completion_order(calls)
-    rf: Any = 1
-    stride: Any = 1
-    pad: Any = 0
-    broken = False
-    for i in order:
-        call = calls[i]
-        if call.inside_inclusive:
-            continue
-        if participates[i] and not broken:
-            triple = local[i]
-            if triple is None:
-                broken = True
-                diagnostics.append(
-                    Diagnostic(
-                        code="receptive_field_stopped",
-                        severity="info",
-                        path=call.path,
-                        metric="receptive_field",
-                        message=f"{type(call.module).__name__} at {call.path or '<root>'} has no "
-                        "spatial receptive field; it and later layers report it as unavailable",
-                    )
-                )
+    def post_hook(
+        self, mod: nn.Module, hook_args: tuple[Any, ...], hook_kwargs: dict[str, Any], output: Any
+    ) -> None:
+        entry = self.known.get(id(mod))
+        if entry is None or entry[0] is not mod or not self.stack:
+            return
+        if threading.get_ident() != self.thread:
+            return
+        _, path, handler, is_custom = entry
+        call = self.calls[self.stack.pop()]
+        self.keys.pop()
+        call.output = capture(output)
+        if hook_kwargs:
+            call.inputs = call_capture(hook_args, hook_kwargs)
+        if handler is None:
+            return
+        if handler.inclusive:
+            self.inclusive_depth -= 1
+        ops = functools.partial(self.own_operators, call.key)
+        context = CallContext(mod, path, call.call_index, hook_args, hook_kwargs, output, ops)
+        try:
+            if is_custom:  # user code: keep its tensor work out of the operator count
+                with _disable_current_modes():
+                    call.result = handler.callback(context)
             else:
-                k, s, p = triple
-                rf = rf + stride * (k - 1)
-                pad = pad + stride * p
-                stride = stride * s
-        if not broken:
-            values[i] = (
-                _complete("receptive_field", _tidy(rf)),
-                _complete("effective_stride", _tidy(stride)),
-                _complete("effective_padding", _tidy(pad)),
-            )
-    return values
-
-
-def _tidy(value: Any) -> int | float:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value  # type: ignore[no-any-return]
-
-
-def _completion_order(calls: list[_Call]) -> list[int]:
-    """Post-order over the call tree (a call completes after all of its children)."""
-    order: list[int] = []
-    roots = [i for i, c in enumerate(calls) if c.parent is None]
-    stack: list[tuple[int, bool]] = [(r, False) for r in reversed(roots)]
-    while stack:
-        i, expanded = stack.pop()
-        if expanded:
-            order.append(i)
-            continue
-        stack.append((i, True))
-        stack.extend((c, False) for c in reversed(calls[i].children))
-    return order
+                call.result = handler.callback(context)
+        except Exception as error:  # a failing estimate must not break the forward
+            call.error = f"{type(error).__name__}: {error}"
 
 
 # ------------------------------------------------------------------------------- totals
@@ -598,7 +343,7 @@ def _unique_tensors(module: nn.Module) -> tuple[list[torch.Tensor], list[torch.T
 
 
 def _totals(
-    module: nn.Module, built: _Built, calls: list[_Call], operator_total: MetricResult
+    module: nn.Module, built: Built, calls: list[Call], operator_total: MetricResult
 ) -> AnalysisTotals:
     params, buffers = _unique_tensors(module)
     total = sum(p.numel() for p in params)
@@ -606,9 +351,9 @@ def _totals(
     cost = {}
     roots = [i for i, c in enumerate(calls) if c.parent is None]
     for name in COST_METRICS:
-        cost[name] = _sum(name, [built.aggregates[i][name] for i in roots])
+        cost[name] = sum_metric(name, [built.aggregates[i][name] for i in roots])
         if not roots:
-            cost[name] = _unavailable(name)
+            cost[name] = unavailable(name)
     return AnalysisTotals(
         parameters=_count(total, "parameters"),
         trainable_parameters=_count(trainable, "parameters"),
@@ -638,115 +383,58 @@ def crawl_module(
     strict: bool = False,
     custom_mapping: Mapping[Any, Any] | None = None,
     custom_modules: Mapping[type[nn.Module], ModuleHandler] | None = None,
+    fill_from_operators: bool | Iterable[type[nn.Module]] = False,
 ) -> AnalysisReport:
-    """Analyse one evaluation-mode ``no_grad`` forward call of ``module``; see API.md §2."""
+    """Analyse one evaluation-mode ``no_grad`` forward call of ``module`` (docs/module-analysis.md).
+
+    ``fill_from_operators`` (True, or module classes) takes the own module FLOPs and MACs of
+    a module without a handler from the operators its own forward ran (method
+    ``operator_fill``, listed in an ``operator_fill`` diagnostic) instead of leaving them
+    unavailable; sums that include such a part carry method ``module_formula+operator_fill``.
+    """
+    module, notes = unwrap_compiled(module)  # model_forms: compiled, scripted, data-free
     call_args, call_kwargs = _prepare_call(module, input_shape, args, kwargs, dtype, device, mode)
     custom = validate_custom_modules(custom_modules)
     mapping = classify_custom_mapping(custom_mapping)
-    with gc_paused():  # see _gc: setup, forward and assembly allocate without collections
-        return _crawl(module, mode, strict, call_args, call_kwargs, custom, mapping)
+    fill = _check_fill(fill_from_operators)
+    notes += scripted_diagnostics(module)
+    notes += without_data_diagnostics(data_free_kind([call_args, call_kwargs]))
+    # see _gc and _guards: no collections during the call, one crawl per model at a time,
+    # and a plain forward's recursion depth
+    with gc_paused():
+        with model_lock(module), depth_headroom():
+            recorder = _Recorder(module, mode == "full", custom)
+            output = _run(module, recorder, mapping, call_args, call_kwargs)
+        built = build(recorder.calls, mode, recorder.counter, fill)
+        report = _assemble(module, mode, built, recorder, call_args, call_kwargs, output)
+    report.diagnostics[:0] = notes
+    if strict:
+        incomplete = _incomplete(report, built.handler_failures)
+        if incomplete:
+            raise IncompleteAnalysisError(report, incomplete)
+    return report
 
 
-def _crawl(
+def _run(
     module: nn.Module,
-    mode: Mode,
-    strict: bool,
+    recorder: _Recorder,
+    mapping: dict[Any, Any],
     call_args: tuple[Any, ...],
     call_kwargs: dict[str, Any],
-    custom: Mapping[type[nn.Module], ModuleHandler],
-    mapping: dict[Any, Any],
-) -> AnalysisReport:
-    """crawl_module after its arguments are checked: hooks, one forward, the report."""
-    full = mode == "full"
-
-    named = list(module.named_modules())
-    calls: list[_Call] = []
-    stack: list[int] = []
-    keys: list[str] = []
-    call_counts: dict[int, int] = {}
-    inclusive_depth = [0]
-
-    def owner() -> str | None:
-        return keys[-1] if keys else None
-
-    # One global pre-hook and one global hook (filtered to this model's modules) instead of
-    # two handles per module: registration stays O(1), and PyTorch's fused fast paths, which
-    # refuse modules that carry their own hooks, run as in a plain forward.
-    known: dict[int, tuple[nn.Module, str, ModuleHandler | None, bool]] = {}
-    for path, sub in named:
-        handler = lookup_handler(type(sub), custom) if full else None
-        is_custom = handler is not None and any(handler is h for h in custom.values())
-        known[id(sub)] = (sub, path, handler, is_custom)
-
-    def pre_hook(mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
-        entry = known.get(id(mod))
-        if entry is None or entry[0] is not mod:
-            return
-        _, path, handler, _ = entry
-        index = call_counts.get(id(mod), 0)
-        call_counts[id(mod)] = index + 1
-        parent = stack[-1] if stack else None
-        key = path if index == 0 else f"{path}#{index}"
-        position = len(calls)
-        calls.append(
-            _Call(
-                mod,
-                path,
-                index,
-                parent,
-                handler,
-                key,
-                capture(hook_args),
-                inside_inclusive=inclusive_depth[0] > 0,
-            )
-        )
-        if parent is not None:
-            calls[parent].children.append(position)
-        stack.append(position)
-        keys.append(key)
-        if handler is not None and handler.inclusive:
-            inclusive_depth[0] += 1
-
-    def post_hook(
-        mod: nn.Module, hook_args: tuple[Any, ...], hook_kwargs: dict[str, Any], output: Any
-    ) -> None:
-        entry = known.get(id(mod))
-        if entry is None or entry[0] is not mod or not stack:
-            return
-        _, path, handler, is_custom = entry
-        call = calls[stack.pop()]
-        keys.pop()
-        call.output = capture(output)
-        if hook_kwargs:
-            call.inputs = call_capture(hook_args, hook_kwargs)
-        if handler is None:
-            return
-        if handler.inclusive:
-            inclusive_depth[0] -= 1
-        context = CallContext(mod, path, call.call_index, hook_args, hook_kwargs, output)
-        try:
-            if is_custom:  # user code: keep its tensor work out of the operator count
-                with _disable_current_modes():
-                    call.result = handler.callback(context)
-            else:
-                call.result = handler.callback(context)
-        except Exception as error:  # a failing estimate must not break the forward
-            call.error = f"{type(error).__name__}: {error}"
-
-    flags = [(sub, sub.training) for _, sub in named]
+) -> Any:
+    """The one hooked forward; every training flag and hook is restored, also on error."""
+    flags = [(sub, sub.training) for sub in module.modules()]
     handles: list[Any] = []
-    counter: OperatorCounter | None = None
     try:
-        handles.append(register_module_forward_pre_hook(pre_hook))
-        handles.append(register_module_forward_hook(post_hook, with_kwargs=True))
+        handles.append(register_module_forward_pre_hook(recorder.pre_hook))
+        handles.append(register_module_forward_hook(recorder.post_hook, with_kwargs=True))
         module.eval()
         with torch.no_grad():
-            if full:
-                counter = OperatorCounter(mapping or None, owner=owner)
-                with counter:
-                    module(*call_args, **call_kwargs)
-            else:
-                module(*call_args, **call_kwargs)
+            if recorder.full:
+                recorder.counter = OperatorCounter(mapping or None, owner=recorder.owner)
+                with recorder.counter:
+                    return module(*call_args, **call_kwargs)
+            return module(*call_args, **call_kwargs)
     finally:
         for handle in handles:
             handle.remove()
@@ -756,24 +444,49 @@ def _crawl(
         for sub, flag in flags:
             sub.training = flag
 
-    return _assemble(module, mode, strict, calls, counter, call_args, call_kwargs)
+
+def _empty_input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Diagnostic | None:
+    """Every tensor input has no elements (a batch of 0): the costs are those of no work."""
+    tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
+    if not tensors or any(t.numel() for t in tensors):
+        return None
+    shapes = ", ".join(str(list(t.shape)) for t in tensors[:4])
+    return Diagnostic(
+        code="empty_input",
+        severity="warning",
+        message=f"every tensor input is empty ({shapes}): the costs describe a call that did no "
+        "work on data; give a non-empty batch to measure the model",
+    )
+
+
+def _deferred_output(output: Any) -> Diagnostic | None:
+    """A forward that returned a generator or coroutine did its work lazily, not in the call."""
+    lazy = inspect.isgenerator(output) or inspect.iscoroutine(output)
+    if not (lazy or inspect.isasyncgen(output)):
+        return None
+    return Diagnostic(
+        code="deferred_output",
+        severity="warning",
+        message=f"the forward returned a {type(output).__name__} that was never consumed: its "
+        "work runs lazily, after the analysed call, so every cost is a lower bound (return "
+        "tensors, or consume the generator inside forward)",
+    )
 
 
 def _assemble(
     module: nn.Module,
     mode: Mode,
-    strict: bool,
-    calls: list[_Call],
-    counter: OperatorCounter | None,
+    built: Built,
+    recorder: _Recorder,
     call_args: tuple[Any, ...],
     call_kwargs: dict[str, Any],
+    output: Any,
 ) -> AnalysisReport:
     """Turn the recorded calls and operator counts into the report (after the forward)."""
-    built = _build(calls, mode, counter)
     diagnostics = list(built.diagnostics)
     operator_report: FlopReport | None = None
-    if counter is not None:
-        operator_report = counter.report(name=type(module).__name__)
+    if recorder.counter is not None:
+        operator_report = recorder.counter.report(name=type(module).__name__)
         operator_total = operator_report.total
         diagnostics.extend(operator_report.diagnostics)
     else:
@@ -788,22 +501,37 @@ def _assemble(
                 "DMAs, receptive field and operator FLOPs were not computed (use mode='full')",
             )
         )
-    report = AnalysisReport(
+    totals = _totals(module, built, recorder.calls, operator_total)
+    empty = _empty_input(call_args, call_kwargs)
+    if empty is not None:
+        diagnostics.append(empty)
+    deferred = _deferred_output(output)
+    if deferred is not None:
+        diagnostics.append(deferred)
+        totals = _lower_bounds(totals)
+    return AnalysisReport(
         provenance=build_provenance(),
         model_type=type(module).__name__,
         mode=mode,
         inputs=to_value_meta(call_capture(call_args, call_kwargs)),
         layers=built.records,
-        totals=_totals(module, built, calls, operator_total),
+        totals=totals,
         operator_flops=operator_report,
         conventions=dict(CONVENTIONS),
         diagnostics=diagnostics,
     )
-    if strict:
-        incomplete = _incomplete(report, built.handler_failures)
-        if incomplete:
-            raise IncompleteAnalysisError(report, incomplete)
-    return report
+
+
+def _lower_bounds(totals: AnalysisTotals) -> AnalysisTotals:
+    """Complete cost totals turned into lower bounds (the work was deferred)."""
+    update = {}
+    for name in (*COST_METRICS, "operator_flops"):
+        result = getattr(totals, name)
+        if result.is_complete:
+            update[name] = MetricResult.partial(
+                result.value, unit=result.unit, scope=result.scope, method=result.method
+            )
+    return totals.model_copy(update=update)
 
 
 def _incomplete(report: AnalysisReport, failures: list[str]) -> list[str]:

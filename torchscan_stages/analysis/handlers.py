@@ -8,6 +8,7 @@ bad and duplicate keys (like torch's ``register_flop_formula``); lookup walks
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -37,6 +38,28 @@ METRIC_UNITS: dict[str, str] = {
 }
 SCOPE = "forward"
 METHOD = "module_formula"
+FILL_METHOD = "operator_fill"
+"""Own module FLOPs/MACs of a module without handler, read from its own operator count
+(``crawl_module(fill_from_operators=...)``); never reported under METHOD."""
+MIXED_METHOD = "module_formula+operator_fill"
+"""A sum of module-formula parts with at least one operator-filled part."""
+
+
+@dataclass(frozen=True)
+class OwnOperators:
+    """The operators one module call dispatched itself, outside its child module calls.
+
+    Read from the crawl's operator counter (method ``operator_dispatch``): ``flops`` is their
+    count, ``product_flops`` its tensor-product share (2 per multiply-add of a matmul,
+    convolution or attention product). ``complete`` is False when an operator had no formula;
+    ``products_known`` is False when a formula's product share is unknown.
+    """
+
+    flops: int
+    product_flops: int
+    complete: bool
+    products_known: bool
+    operators: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -49,6 +72,15 @@ class CallContext:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     output: Any
+    operators: Callable[[], OwnOperators | None] | None = field(default=None, repr=False)
+
+    def own_operators(self) -> OwnOperators | None:
+        """What this call dispatched itself (``mode="full"`` only; None otherwise).
+
+        Lets a formula read the shapes of the products a module's forward ran (attention's
+        two batched products) without a second pass; final once the call has returned.
+        """
+        return self.operators() if self.operators is not None else None
 
 
 HandlerValue: TypeAlias = "int | float | MetricResult | None"
@@ -61,7 +93,8 @@ class ModuleHandler:
     """A module cost estimate: ``callback(ctx)`` returns any subset of FORMULA_METRICS.
 
     Values are numbers (complete), MetricResult (its status and numbers are kept; unit, scope
-    and method are set to the module-formula ones) or None (unavailable). An optional
+    and method are set to the module-formula ones) or None (unavailable). A bool, NaN, an
+    infinity or a negative count is refused (``handler_failed``), never summed. An optional
     ``"diagnostics"`` entry (list of Diagnostic or str) travels with the record.
     ``inclusive=True`` declares that the estimate covers the whole subtree, so children are
     not counted again in totals (their records are still produced).
@@ -151,14 +184,33 @@ def lookup_handler(
     return None
 
 
+# effective padding may be negative (a transposed convolution with a large padding); every
+# other metric is a count or a size
+_MAY_BE_NEGATIVE = frozenset({"effective_padding"})
+
+
+def _check_number(name: str, value: int | float) -> None:
+    """Refuse NaN, infinities and negative counts: they would be summed as if true."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"metric {name!r} must be a finite number, got {value!r}")
+    if value < 0 and name not in _MAY_BE_NEGATIVE:
+        raise ValueError(f"metric {name!r} must not be negative, got {value!r}")
+
+
 def to_metric(name: str, value: Any) -> MetricResult:
-    """A handler's value for ``name`` as a MetricResult with module-formula unit/scope/method."""
+    """A handler's value for ``name`` as a MetricResult with module-formula unit/scope/method.
+
+    TypeError for a bool or a non-number, ValueError for NaN, an infinity or a negative count
+    (the crawl turns either into a ``handler_failed`` diagnostic naming the value).
+    """
     unit = METRIC_UNITS[name]
-    if type(value) is int:  # the common case, first
+    if type(value) is int and value >= 0:  # the common case, first
         return MetricResult.complete(value, unit=unit, scope=SCOPE, method=METHOD)
     if value is None:
         return MetricResult.unavailable(unit=unit, scope=SCOPE, method=METHOD)
     if isinstance(value, MetricResult):
+        if value.known_value is not None:
+            _check_number(name, value.known_value)
         return MetricResult(
             status=value.status,
             value=value.value,
@@ -169,6 +221,7 @@ def to_metric(name: str, value: Any) -> MetricResult:
         )
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"metric {name!r} must be a number, MetricResult or None, got {value!r}")
+    _check_number(name, value)
     return MetricResult.complete(value, unit=unit, scope=SCOPE, method=METHOD)
 
 

@@ -32,6 +32,7 @@ from typing import Any, TypeAlias
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry as _torch_flop_registry
 from torch.utils.flop_counter import shape_wrapper as _torch_shape_wrapper
 
@@ -45,6 +46,7 @@ from ..report import (
     OperatorCount,
 )
 from ._gc import gc_paused
+from .model_forms import data_free_kind, without_data_diagnostics
 from .operator_formulas import CONVENTIONS, FORMULAS, IGNORED, PRODUCT_SHARE, Flops, RawFormula
 
 __all__ = [
@@ -275,6 +277,8 @@ class _CountingMode(TorchDispatchMode):
             entry = counter._entries[id(func)] = (_UNCOUNTED, None, name, _P_NONE, call)
             kind = _UNCOUNTED
         out = call(*args, **kwargs)
+        if counter.data_kind is _UNSEEN:  # first operator only: real, meta or fake tensors?
+            counter.data_kind = data_free_kind([args, out]) if _has_tensor(args, out) else _UNSEEN
         counter.grad_modes.add(_grad_enabled())
         stack = counter._owner_stack
         if stack is not None:
@@ -307,6 +311,11 @@ class _CountingMode(TorchDispatchMode):
 
 
 _grad_enabled = torch.is_grad_enabled
+_UNSEEN = "unseen"
+
+
+def _has_tensor(*values: Any) -> bool:
+    return any(isinstance(v, torch.Tensor) for v in tree_flatten(list(values))[0])
 
 
 def _whole_flops(value: Any) -> int:
@@ -373,6 +382,7 @@ class OperatorCounter:
         self._mode: _CountingMode | None = None
         self._used = False
         self.grad_modes: set[bool] = set()  # grad mode of each recorded operator
+        self.data_kind: str | None = _UNSEEN  # "meta" / "fake": ran without data (model_forms)
 
     # -- context manager ------------------------------------------------------------------
 
@@ -465,6 +475,10 @@ class OperatorCounter:
             )
             for key, ops in self._by_owner.items()
         }
+
+    def live_owner_ops(self, key: OwnerKey | None) -> OwnerOps | None:
+        """The counter's own record for ``key`` (not a copy: read it, never change it)."""
+        return self._by_owner.get(key)
 
     def ignored_reason(self, operator: str) -> str:
         """Why ``operator`` (a packet name such as ``aten.view``) counts 0 FLOPs."""
@@ -813,5 +827,7 @@ def count_workload(
         with tracker, counter:
             workload()
         report = counter.report(name=name, scope="workload", module_rollup=True)
+        kind = None if counter.data_kind == _UNSEEN else counter.data_kind
+        report.diagnostics[:0] = without_data_diagnostics(kind)
     modes = counter.grad_modes
     return report, (True in modes) if modes else None

@@ -7,68 +7,110 @@ diagnostics follow the table. Measurement code never prints; this module only fo
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
 import torch
 from torch import nn
 
-from ..report import AnalysisReport, IncompleteAnalysisError, MetricResult
+from ..render.text import compact_metric, compact_number
+from ..report import AnalysisReport, Diagnostic, IncompleteAnalysisError, LayerRecord
 from .crawl import Mode, crawl_module
 from .handlers import ModuleHandler
 from .tensor_meta import describe_shape
 
-COLUMNS = ("Layer", "Type", "Output shape", "Params", "FLOPs", "MACs", "DMAs", "RF")
+COLUMNS = ("Layer", "Type", "Output shape", "Params", "FLOPs", "MACs", "DMAs", "RF", "Op FLOPs")
+PATHS_SHOWN = 3
 
 
-def _number(value: float | int) -> str:
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:.3g}"
-    value = int(value)
-    for threshold, suffix in ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k")):
-        if abs(value) >= threshold:
-            return f"{value / threshold:.2f}{suffix}"
-    return str(value)
+def _layer_row(report: AnalysisReport, layer: LayerRecord, held: dict[str, int]) -> tuple[str, ...]:
+    label = "  " * layer.depth + (layer.name or report.model_type)
+    if layer.call_index:
+        label += f" (call {layer.call_index})"
+    count = layer.params.parameters if layer.is_leaf else held.get(layer.path, 0)
+    params = compact_number(count) if count else "-"
+    if layer.params.shared_parameters:
+        params += " (shared)"
+    m = layer.metrics
+    operators = layer.operator_flops
+    return (
+        label,
+        layer.type,
+        describe_shape(layer.output),
+        params,
+        compact_metric(m.module_flops),
+        compact_metric(m.macs),
+        compact_metric(m.dmas),
+        compact_metric(m.receptive_field),
+        compact_metric(operators.inclusive) if operators is not None else "-",
+    )
 
 
-def format_metric(result: MetricResult) -> str:
-    """``1.20M`` when complete, ``>=1.20M`` when partial, ``n/a`` when unavailable."""
-    if result.status == "complete":
-        assert result.value is not None
-        return _number(result.value)
-    if result.status == "partial":
-        assert result.known_value is not None
-        return ">=" + _number(result.known_value)
-    return "n/a"
+def _uncalled_row(path: str, held: int, types: Mapping[str, str]) -> tuple[str, ...]:
+    """A container that was never called itself (a ModuleList): its place in the tree."""
+    depth = path.count(".") + 1
+    label = "  " * depth + path.rpartition(".")[2]
+    kind = types.get(path, "(not called)")
+    return (label, kind, "-", compact_number(held) if held else "-", "-", "-", "-", "-", "-")
 
 
-def format_table(report: AnalysisReport, max_depth: int | None = None) -> str:
-    """The summary table, totals and diagnostics of a report as plain text."""
-    rows: list[tuple[str, ...]] = []
+def _rows(
+    report: AnalysisReport, max_depth: int | None, types: Mapping[str, str]
+) -> list[tuple[str, ...]]:
+    """Table rows in call order, with a row for each uncalled ancestor before its first child,
+    so every layer sits under its true parent."""
     held = report.subtree_parameters()
+    shown = {layer.path for layer in report.layers}
+    own = {
+        layer.path: layer.params.parameters - layer.params.shared_parameters
+        for layer in reversed(report.layers)
+    }
+    rows: list[tuple[str, ...]] = []
     for layer in report.layers:
-        if max_depth is not None and layer.depth > max_depth:
-            continue
-        label = "  " * layer.depth + (layer.name or report.model_type)
-        if layer.call_index:
-            label += f" (call {layer.call_index})"
-        count = layer.params.parameters if layer.is_leaf else held.get(layer.path, 0)
-        params = _number(count) if count else "-"
-        if layer.params.shared_parameters:
-            params += " (shared)"
-        m = layer.metrics
-        rows.append(
-            (
-                label,
-                layer.type,
-                describe_shape(layer.output),
-                params,
-                format_metric(m.module_flops),
-                format_metric(m.macs),
-                format_metric(m.dmas),
-                format_metric(m.receptive_field),
-            )
-        )
+        parts = layer.path.split(".") if layer.path else []
+        for depth in range(1, len(parts)):
+            ancestor = ".".join(parts[:depth])
+            if ancestor in shown or (max_depth is not None and depth > max_depth):
+                continue
+            shown.add(ancestor)
+            inside = sum(n for p, n in own.items() if p.startswith(ancestor + "."))
+            rows.append(_uncalled_row(ancestor, inside, types))
+        if max_depth is None or layer.depth <= max_depth:
+            rows.append(_layer_row(report, layer, held))
+    return rows
+
+
+def _diagnostic_lines(report: AnalysisReport) -> list[str]:
+    """One line per (severity, code, layer class or operator), with a count and paths."""
+    types = {layer.path: layer.type for layer in report.layers}
+    groups: dict[tuple[str, str, str], list[Diagnostic]] = {}
+    for d in report.diagnostics:
+        subject = d.operator or (types.get(d.path, "") if d.path is not None else "")
+        groups.setdefault((d.severity, d.code, subject), []).append(d)
+    lines = []
+    for (severity, code, subject), items in groups.items():
+        paths = [d.path or "<root>" for d in items if d.path is not None]
+        where = ""
+        if paths:
+            where = " at " + ", ".join(paths[:PATHS_SHOWN])
+            where += f" (+{len(paths) - PATHS_SHOWN} more)" if len(paths) > PATHS_SHOWN else ""
+        count = f" x{len(items)}" if len(items) > 1 else ""
+        label = f" {subject}" if subject else ""
+        lines.append(f"  {severity}: {code}{label}{count}{where}: {items[0].message}")
+    return lines
+
+
+def format_table(
+    report: AnalysisReport,
+    max_depth: int | None = None,
+    types: Mapping[str, str] | None = None,
+) -> str:
+    """The summary table, totals and grouped diagnostics of a report as plain text.
+
+    ``types`` (path -> class name) names containers that were never called; without it they
+    show as ``(not called)``.
+    """
+    rows = _rows(report, max_depth, types or {})
     widths = [
         max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(COLUMNS)
     ]
@@ -82,23 +124,25 @@ def format_table(report: AnalysisReport, max_depth: int | None = None) -> str:
     out = [rule, line(COLUMNS), rule, *(line(r) for r in rows), rule]
     t = report.totals
     out += [
-        f"Parameters: {_number(t.parameters.value or 0)} "
-        f"(trainable {_number(t.trainable_parameters.value or 0)}, "
-        f"frozen {_number(t.frozen_parameters.value or 0)}), "
-        f"{_number(t.parameter_bytes.value or 0)} bytes; "
-        f"buffers {_number(t.buffer_elements.value or 0)} elements",
-        f"Module FLOPs: {format_metric(t.module_flops)}   MACs: {format_metric(t.macs)}   "
-        f"DMAs: {format_metric(t.dmas)} elements   (method module_formula, mode {report.mode})",
-        f"Operator FLOPs: {format_metric(t.operator_flops)}{_products(report)}   "
-        "(method operator_dispatch; never added to module FLOPs)",
+        f"Parameters: {compact_number(t.parameters.value or 0)} "
+        f"(trainable {compact_number(t.trainable_parameters.value or 0)}, "
+        f"frozen {compact_number(t.frozen_parameters.value or 0)}), "
+        f"{compact_number(t.parameter_bytes.value or 0)} bytes; "
+        f"buffers {compact_number(t.buffer_elements.value or 0)} elements",
+        f"Module FLOPs: {compact_metric(t.module_flops)}   MACs: {compact_metric(t.macs)}   "
+        f"DMAs: {compact_metric(t.dmas)} elements   (method {t.macs.method}, mode {report.mode})",
+        f"Operator FLOPs: {compact_metric(t.operator_flops)}{_products(report)}   "
+        "(method operator_dispatch, column Op FLOPs; never added to module FLOPs)",
         "Markers: >=N partial (lower bound), n/a unavailable.",
     ]
     if report.diagnostics:
+        grouped = _diagnostic_lines(report)
         out.append(rule)
-        out.append(f"Diagnostics ({len(report.diagnostics)}):")
-        for d in report.diagnostics:
-            where = f" [{d.path or '<root>'}]" if d.path is not None else ""
-            out.append(f"  {d.severity}: {d.code}{where}: {d.message}")
+        out.append(
+            f"Diagnostics ({len(report.diagnostics)} in {len(grouped)} groups; "
+            "each listed in the report):"
+        )
+        out.extend(grouped)
     return "\n".join(out) + "\n"
 
 
@@ -107,7 +151,7 @@ def _products(report: AnalysisReport) -> str:
     flops = report.operator_flops
     if flops is None or flops.product_flops is None:
         return ""
-    return f", of which tensor products {format_metric(flops.product_flops)}"
+    return f", of which tensor products {compact_metric(flops.product_flops)}"
 
 
 def summary(
@@ -122,6 +166,7 @@ def summary(
     strict: bool = False,
     custom_mapping: Mapping[Any, Any] | None = None,
     custom_modules: Mapping[type[nn.Module], ModuleHandler] | None = None,
+    fill_from_operators: bool | Iterable[type[nn.Module]] = False,
     max_depth: int | None = None,
     file: TextIO | None = None,
 ) -> AnalysisReport:
@@ -135,6 +180,11 @@ def summary(
     ):
         raise ValueError(f"max_depth must be a non-negative int or None, got {max_depth!r}")
     out = file if file is not None else sys.stdout
+    types = (
+        {path: type(sub).__name__ for path, sub in module.named_modules()}
+        if isinstance(module, nn.Module)
+        else {}
+    )
     try:
         report = crawl_module(
             module,
@@ -147,10 +197,11 @@ def summary(
             strict=strict,
             custom_mapping=custom_mapping,
             custom_modules=custom_modules,
+            fill_from_operators=fill_from_operators,
         )
     except IncompleteAnalysisError as error:
         if isinstance(error.report, AnalysisReport):
-            print(format_table(error.report, max_depth), end="", file=out)
+            print(format_table(error.report, max_depth, types), end="", file=out)
         raise
-    print(format_table(report, max_depth), end="", file=out)
+    print(format_table(report, max_depth, types), end="", file=out)
     return report

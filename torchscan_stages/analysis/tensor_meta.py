@@ -16,22 +16,47 @@ from ..report import ValueMeta
 RawMeta = tuple[Any, ...]
 
 
+MAX_NESTING = 64
+"""Containers nested deeper than this are described by their type only (no recursion)."""
+
+
 def capture(value: Any) -> RawMeta:
-    """Recursive metadata of a value as nested tuples (no tensor is kept alive)."""
+    """Recursive metadata of a value as nested tuples (no tensor is kept alive).
+
+    A container that contains itself, or nesting deeper than MAX_NESTING, is described as
+    ``("other", "<type> (recursive)")`` / ``("other", "<type> (nested too deep)")``.
+    """
+    if isinstance(value, torch.Tensor):  # the common cases first: a tensor, a tuple of them
+        return ("tensor", tuple(value.shape), value.dtype, value.device, value.requires_grad)
+    if type(value) is tuple and all(isinstance(v, torch.Tensor) for v in value):
+        return ("tuple", None, tuple(capture(v) for v in value))
+    return _capture(value, set(), 0)
+
+
+def _capture(value: Any, active: set[int], depth: int) -> RawMeta:
     if isinstance(value, torch.Tensor):
         return ("tensor", tuple(value.shape), value.dtype, value.device, value.requires_grad)
     if value is None:
         return ("none",)
-    if isinstance(value, tuple):
-        name = type(value).__name__ if type(value) is not tuple else None
-        return ("tuple", name, tuple(capture(v) for v in value))
-    if isinstance(value, list):
-        return ("list", None, tuple(capture(v) for v in value))
-    if isinstance(value, dict):
-        return ("dict", tuple(str(k) for k in value), tuple(capture(v) for v in value.values()))
     if isinstance(value, (bool, int, float, complex, str)):
         return ("scalar", type(value).__name__)
-    return ("other", type(value).__name__)
+    if not isinstance(value, (tuple, list, dict)):
+        return ("other", type(value).__name__)
+    if id(value) in active:
+        return ("other", f"{type(value).__name__} (recursive)")
+    if depth >= MAX_NESTING:
+        return ("other", f"{type(value).__name__} (nested too deep)")
+    active.add(id(value))
+    try:
+        if isinstance(value, dict):
+            items = tuple(_capture(v, active, depth + 1) for v in value.values())
+            return ("dict", tuple(str(k) for k in value), items)
+        inner = tuple(_capture(v, active, depth + 1) for v in value)
+        if isinstance(value, tuple):
+            return ("tuple", type(value).__name__ if type(value) is not tuple else None, inner)
+        return ("list", None, inner)
+    finally:
+        active.discard(id(value))
 
 
 def call_capture(args: tuple[Any, ...], kwargs: dict[str, Any]) -> RawMeta:

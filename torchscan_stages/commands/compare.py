@@ -1,22 +1,31 @@
 """``python -m torchscan_stages compare``: a Markdown summary for a pull request and a CI gate.
 
-Exit codes: 0 = no owner threshold violated (or none given), 1 = a threshold is violated or
-the output check failed, 2 = the inputs could not be read or compared.
+Exit codes: 0 = the gate passed (or no threshold was given and the check did not fail),
+1 = a threshold is violated or the output check failed, 2 = bad arguments or inputs that
+could not be read or compared, 3 = the gate cannot verify the threshold it was given (no
+latency to judge, not comparable, or an interval that does not decide).
+
+The gate follows the verdict rule of compare_benchmarks with the owner's threshold T as the
+effect: it fails when the latency interval excludes no change (CI low > 1) and the ratio is
+above T; it passes when the whole interval is at most T; anything else cannot be verified.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..compare.benchmarks import compare_benchmarks
 from ..compare.reports import compare_reports
+from ..render.text import diagnostic_text, interval_text, markdown_table, metric_text, ratio_text
 from ..report import (
     AnalysisReport,
     BenchmarkComparison,
     BenchmarkReport,
-    MetricResult,
+    PerformanceDelta,
     ReportDiff,
     atomic_write_text,
     load_report,
@@ -41,8 +50,9 @@ def _parser() -> argparse.ArgumentParser:
         "--max-slowdown",
         type=float,
         default=None,
-        help="owner threshold: fail when latency is confidently slower than "
-        "this ratio (e.g. 1.05); no threshold means no verdict exit",
+        help="owner threshold: fail (exit 1) when latency is confidently slower than this "
+        "ratio (e.g. 1.05); exit 3 when the comparison cannot verify it; no threshold means "
+        "no verdict exit",
     )
     parser.add_argument(
         "--min-effect",
@@ -61,18 +71,6 @@ def _parser() -> argparse.ArgumentParser:
         "--markdown", type=Path, default=None, help="also write the Markdown summary to this file"
     )
     return parser
-
-
-def _fmt(metric: MetricResult) -> str:
-    if metric.status == "complete":
-        return f"{metric.value:.6g} {metric.unit}"
-    if metric.status == "partial":
-        return f"≥ {metric.known_value:.6g} {metric.unit} (partial)"
-    return "— (unavailable)"
-
-
-def _ratio(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4f}"
 
 
 def markdown_for_comparison(result: BenchmarkComparison) -> str:
@@ -96,115 +94,181 @@ def markdown_for_comparison(result: BenchmarkComparison) -> str:
     ):
         if value is not None:
             lines.append(f"- {label}: `{value}`")
-    lines += [
-        "",
-        "| metric | baseline | candidate | ratio | CI | verdict |",
-        "| --- | --- | --- | --- | --- | --- |",
+    rows = [
+        [
+            delta.metric,
+            metric_text(delta.baseline),
+            metric_text(delta.candidate),
+            ratio_text(delta.ratio),
+            interval_text(delta.ci_low, delta.ci_high),
+            f"**{delta.verdict.upper()}**" if delta.withheld else delta.verdict,
+        ]
+        for delta in result.deltas
     ]
-    for delta in result.deltas:
-        interval = (
-            f"[{_ratio(delta.ci_low)}, {_ratio(delta.ci_high)}]"
-            if delta.ci_low is not None
-            else "—"
-        )
-        verdict = f"**{delta.verdict.upper()}**" if delta.withheld else delta.verdict
-        lines.append(
-            f"| {delta.metric} | {_fmt(delta.baseline)} | {_fmt(delta.candidate)} | "
-            f"{_ratio(delta.ratio)} | {interval} | {verdict} |"
-        )
+    headers = ["metric", "baseline", "candidate", "ratio", "CI", "verdict"]
+    lines += ["", *markdown_table(headers, rows)]
+    if "stop_reason" in result.settings:
+        lines += ["", f"Sampling stopped by: `{result.settings['stop_reason']}`."]
     if result.diagnostics:
         lines += ["", "Diagnostics:"]
-        lines += [f"- `{d.code}` ({d.severity}): {d.message}" for d in result.diagnostics]
+        lines += [f"- {diagnostic_text(d, markdown=True)}" for d in result.diagnostics]
     return "\n".join(lines) + "\n"
 
 
 def markdown_for_diff(diff: ReportDiff) -> str:
     """Model cost deltas as Markdown (no verdicts: formulas are not noisy)."""
+    rows = [
+        [
+            name,
+            metric_text(delta.before),
+            metric_text(delta.after),
+            "—" if delta.delta is None else f"{delta.delta:+,.6g}",
+            ratio_text(delta.ratio),
+        ]
+        for name, delta in diff.totals.items()
+    ]
     lines = [
         f"### Model cost: {diff.after_model} vs {diff.before_model}",
         "",
-        "| total | before | after | delta | ratio |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for name, delta in diff.totals.items():
-        change = "—" if delta.delta is None else f"{delta.delta:+.6g}"
-        lines.append(
-            f"| {name} | {_fmt(delta.before)} | {_fmt(delta.after)} | {change} | "
-            f"{_ratio(delta.ratio)} |"
-        )
-    lines += [
+        *markdown_table(["total", "before", "after", "delta", "ratio"], rows),
         "",
         f"Layers: {len(diff.added)} added, {len(diff.removed)} removed, "
         f"{len(diff.changed)} changed.",
     ]
     if diff.diagnostics:
         lines += ["", "Diagnostics:"]
-        lines += [f"- `{d.code}` ({d.severity}): {d.message}" for d in diff.diagnostics]
+        lines += [f"- {diagnostic_text(d, markdown=True)}" for d in diff.diagnostics]
     return "\n".join(lines) + "\n"
 
 
-def gate(result: BenchmarkComparison, max_slowdown: float | None) -> list[str]:
-    """Violations of the owner's rules; empty when the comparison passes."""
-    problems: list[str] = []
+@dataclass
+class GateResult:
+    """Violations fail the gate (exit 1); unverifiable thresholds stop it too (exit 3)."""
+
+    violations: list[str] = field(default_factory=list)
+    unverified: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.violations else 3 if self.unverified else 0
+
+
+def _gate_latency(delta: PerformanceDelta, max_slowdown: float) -> tuple[str | None, str | None]:
+    """(violation, unverified) for one latency delta under the owner's threshold."""
+    interval = f"ratio {ratio_text(delta.ratio)}, CI {interval_text(delta.ci_low, delta.ci_high)}"
+    if delta.verdict == "not_comparable":
+        return None, f"not comparable ({delta.reason})"
+    if delta.withheld:
+        return None, "latency is withheld (the output check failed)"
+    if delta.ratio is None or delta.ci_low is None or delta.ci_high is None:
+        return None, f"no latency ratio with an interval ({delta.reason})"
+    if delta.ci_low > 1.0 and delta.ratio > max_slowdown:
+        return f"latency {interval} is slower than --max-slowdown {max_slowdown}", None
+    if delta.ci_high <= max_slowdown:
+        return None, None
+    return None, (
+        f"latency {interval} does not decide whether the slowdown stays within "
+        f"--max-slowdown {max_slowdown}; measure longer or on a quieter host"
+    )
+
+
+def gate(result: BenchmarkComparison, max_slowdown: float | None) -> GateResult:
+    """The owner's rules against one comparison: see the module docstring."""
+    outcome = GateResult()
     if result.check.performed and result.check.passed is False:
-        problems.append("the output check failed")
+        outcome.violations.append("the output check failed")
     if max_slowdown is None:
-        return problems
-    for delta in result.deltas:
-        if delta.metric != "latency.warmed":
+        return outcome
+    latency = [delta for delta in result.deltas if delta.metric == "latency.warmed"]
+    if not latency:
+        outcome.unverified.append(
+            "no warmed-latency delta to judge (a side has no latency or no raw blocks)"
+        )
+    for delta in latency:
+        violation, unverified = _gate_latency(delta, max_slowdown)
+        if violation is not None:
+            outcome.violations.append(violation)
+        if unverified is not None:
+            outcome.unverified.append(unverified)
+    return outcome
+
+
+def _check_arguments(args: argparse.Namespace) -> str | None:
+    """The first problem with the thresholds or output paths, as one line; None when fine."""
+    if args.max_slowdown is not None and not (
+        math.isfinite(args.max_slowdown) and args.max_slowdown >= 1.0
+    ):
+        return f"--max-slowdown must be a finite ratio >= 1.0 (e.g. 1.05), got {args.max_slowdown}"
+    if args.min_effect is not None and not (
+        math.isfinite(args.min_effect) and 0.0 <= args.min_effect < 1.0
+    ):
+        return f"--min-effect must be a finite number in [0, 1) (e.g. 0.05), got {args.min_effect}"
+    inputs = {path.resolve() for path in args.reports}
+    for flag, path in (("--output", args.output), ("--markdown", args.markdown)):
+        if path is None:
             continue
-        if delta.verdict == "not_comparable":
-            problems.append(f"cannot verify --max-slowdown: not comparable ({delta.reason})")
-        elif (
-            delta.ratio is not None
-            and delta.ci_low is not None
-            and delta.ratio > max_slowdown
-            and delta.ci_low > 1.0
-        ):
-            problems.append(
-                f"latency ratio {delta.ratio:.4f} exceeds --max-slowdown {max_slowdown} "
-                f"(CI [{_ratio(delta.ci_low)}, {_ratio(delta.ci_high)}])"
-            )
-    return problems
+        if path.resolve() in inputs:
+            return f"{flag} {path} is one of the input reports; refusing to overwrite it"
+        if path.is_dir():
+            return f"{flag} {path} is a directory; give a file path"
+    return None
+
+
+def _compare(args: argparse.Namespace) -> BenchmarkComparison | ReportDiff:
+    reports = [load_report(path) for path in args.reports]
+    if len(reports) == 1 and isinstance(reports[0], BenchmarkComparison):
+        return reports[0]
+    if len(reports) == 2 and all(isinstance(r, AnalysisReport) for r in reports):
+        return compare_reports(reports[0], reports[1])  # type: ignore[arg-type]
+    if len(reports) == 2 and all(isinstance(r, BenchmarkReport) for r in reports):
+        options = {} if args.min_effect is None else {"min_effect": args.min_effect}
+        return compare_benchmarks(reports[0], reports[1], **options)  # type: ignore[arg-type]
+    kinds = ", ".join(r.kind for r in reports)
+    raise ValueError(
+        "expected two analysis reports, two benchmark reports or one "
+        f"benchmark_comparison, got: {kinds}"
+    )
+
+
+def _gate_text(outcome: GateResult, max_slowdown: float | None) -> str:
+    if outcome.violations:
+        text = "\n**Gate: FAILED**\n" + "".join(f"- {p}\n" for p in outcome.violations)
+        if outcome.unverified:
+            text += "".join(f"- cannot verify: {p}\n" for p in outcome.unverified)
+        return text
+    if outcome.unverified:
+        return "\n**Gate: CANNOT VERIFY**\n" + "".join(f"- {p}\n" for p in outcome.unverified)
+    if max_slowdown is not None:
+        return f"\n**Gate: passed** (--max-slowdown {max_slowdown})\n"
+    return ""
 
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    if args.max_slowdown is not None and args.max_slowdown < 1.0:
-        print(f"error: --max-slowdown must be >= 1.0, got {args.max_slowdown}", file=sys.stderr)
+    problem = _check_arguments(args)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
-        reports = [load_report(path) for path in args.reports]
-        result: BenchmarkComparison | ReportDiff
-        if len(reports) == 1 and isinstance(reports[0], BenchmarkComparison):
-            result = reports[0]
-        elif len(reports) == 2 and all(isinstance(r, AnalysisReport) for r in reports):
-            result = compare_reports(reports[0], reports[1])  # type: ignore[arg-type]
-        elif len(reports) == 2 and all(isinstance(r, BenchmarkReport) for r in reports):
-            options = {} if args.min_effect is None else {"min_effect": args.min_effect}
-            result = compare_benchmarks(reports[0], reports[1], **options)  # type: ignore[arg-type]
-        else:
-            kinds = ", ".join(r.kind for r in reports)
-            raise ValueError(
-                "expected two analysis reports, two benchmark reports or one "
-                f"benchmark_comparison, got: {kinds}"
-            )
+        result = _compare(args)
     except (ValueError, TypeError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if isinstance(result, ReportDiff):
-        text = markdown_for_diff(result)
-        problems: list[str] = []
+        text, outcome = markdown_for_diff(result), GateResult()
     else:
-        text = markdown_for_comparison(result)
-        problems = gate(result, args.max_slowdown)
-    if problems:
-        text += "\n**Gate: FAILED**\n" + "".join(f"- {p}\n" for p in problems)
-    elif args.max_slowdown is not None:
-        text += f"\n**Gate: passed** (--max-slowdown {args.max_slowdown})\n"
+        outcome = gate(result, args.max_slowdown)
+        text = markdown_for_comparison(result) + _gate_text(outcome, args.max_slowdown)
     print(text, end="")
-    if args.output is not None:
-        result.save(args.output)
-    if args.markdown is not None:
-        atomic_write_text(args.markdown, text)
-    return 1 if problems else 0
+    try:
+        if args.output is not None:
+            result.save(args.output)
+        if args.markdown is not None:
+            atomic_write_text(args.markdown, text)
+    except OSError as error:
+        print(
+            f"error: cannot write {error.filename or 'the output'}: {error.strerror}",
+            file=sys.stderr,
+        )
+        return 2
+    return outcome.exit_code

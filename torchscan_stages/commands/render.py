@@ -2,7 +2,8 @@
 
 One report gives its own page; several give an index page with every report embedded.
 Every input is loaded and validated before the output is written, so a bad input leaves no
-(partial or stale-looking) output file behind.
+(partial or stale-looking) output file behind. An output that is a directory, an
+unwritable path or one of the input reports is refused with one line and exit status 1.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0)
     for path in args.reports:
+        if path.is_dir():
+            print(f"render: error: {path}: is a directory, not a report file", file=sys.stderr)
+            return 1
         if not path.is_file():
             print(f"render: error: {path}: no such report file", file=sys.stderr)
             return 1
@@ -55,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         html = render_paths(list(args.reports), args.output, title=args.title)
     except (ValueError, TypeError) as error:
         print(f"render: error: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        reason = error.strerror or str(error)
+        print(f"render: error: cannot write {args.output}: {reason}", file=sys.stderr)
         return 1
     size = len(html.encode("utf-8"))
     print(f"wrote {args.output} ({size:,} bytes, {len(args.reports)} report(s))")

@@ -4,21 +4,46 @@ Both sides are timed by the same primitives as measure_latency (time_block and
 calibrate_block); rounds alternate the order (AB, BA, AB, ...) so slow drift of the machine
 (frequency, other load) hits both sides alike. Paired rounds are resampled together, which
 keeps that shared drift out of the interval.
+
+Sampling is adaptive: after ``min_run_time`` and ``min_blocks`` rounds, the interval is
+re-estimated each time the rounds grew by a quarter, and sampling stops as soon as the
+interval is narrower than the owner's minimum effect, or when the time budget
+(``max_run_time``) is spent; the run says which one stopped it.
+
+The location estimate is the lower decile of per-call block averages (see
+:data:`LOCATION_LEVEL` and docs/methodology.md): on a CPU-bound block, interference from
+other processes only ever adds time, so the low part of the distribution carries the
+workload's own cost and the upper part the host's noise.
 """
 
 from __future__ import annotations
 
-import random
+import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from ..measure.latency import Clock, calibrate_block, time_block, timer_resolution
+import numpy as np
+
+from ..measure.host import BlockTrace
+from ..measure.latency import calibrate_block, probe_for, probed_block, timer_resolution
+from ..measure.latency_options import LatencyOptions
 from ..measure.stats import quantile
 from ..workload_type import Workload
 
+LOCATION_LEVEL = 0.1
+"""Quantile of per-call block averages used as each side's location in a comparison."""
 
-@dataclass(frozen=True)
+STOP_NARROW = "interval_narrower_than_min_effect"
+STOP_BUDGET = "time_budget"
+STOP_BACKSTOP = "wall_clock_backstop"
+CHECK_RESAMPLES = 300  # bootstrap resamples of each stop check (the final interval uses more)
+CHECK_GROWTH = 1.25
+
+Enough = Callable[[list[float], list[float]], bool]
+
+
+@dataclass
 class InterleavedRun:
     """Per-call block averages of both sides, in rounds (index i of each is one round)."""
 
@@ -29,6 +54,27 @@ class InterleavedRun:
     warmup_calls: int
     calls_made: int
     total_time_s: float
+    stop_reason: str = STOP_BUDGET
+    baseline_trace: BlockTrace = field(default_factory=BlockTrace)
+    candidate_trace: BlockTrace = field(default_factory=BlockTrace)
+
+
+def _warm_both(
+    baseline: Workload,
+    candidate: Workload,
+    read: Callable[[], float],
+    warmup: float,
+    deadline: float,
+) -> int:
+    calls = 0
+    start = read()
+    while calls == 0 or read() - start < warmup:
+        baseline()
+        candidate()
+        calls += 1
+        if time.monotonic() >= deadline:
+            break
+    return calls
 
 
 def run_interleaved(
@@ -36,67 +82,75 @@ def run_interleaved(
     candidate: Workload,
     *,
     sync: Callable[[], None],
-    warmup: float,
-    min_run_time: float,
-    max_run_time: float,
-    min_blocks: int,
-    min_block_time: float,
-    clock: Clock | None = None,
+    options: LatencyOptions,
+    enough: Enough | None = None,
 ) -> InterleavedRun:
     """Warm both sides up alternately, calibrate each, then time alternating block rounds.
 
-    Stops once ``min_run_time`` has passed and ``min_blocks`` rounds exist, or at
-    ``max_run_time``.
+    Stops once ``min_run_time`` has passed, ``min_blocks`` rounds exist and ``enough``
+    (the caller's interval test) says so; or at ``max_run_time`` (the time budget); or at
+    the wall-clock backstop when the clock does not advance.
     """
-    read = clock if clock is not None else time.perf_counter
+    read = options.clock if options.clock is not None else time.perf_counter
+    deadline = time.monotonic() + options.backstop_s
+    probe = probe_for(options)
     begin = read()
-    warmup_calls = 0
-    warm_start = read()
-    while warmup_calls == 0 or read() - warm_start < warmup:
-        baseline()
-        candidate()
-        warmup_calls += 1
+    warmup_calls = _warm_both(baseline, candidate, read, options.warmup, deadline)
     sync()
-    calls = 2 * warmup_calls
     resolution = timer_resolution(read)
-    base_cal = calibrate_block(
-        baseline, sync, read, min_block_time=min_block_time, resolution=resolution
+    cal = [
+        calibrate_block(
+            side,
+            sync,
+            read,
+            min_block_time=options.min_block_time,
+            resolution=resolution,
+            deadline=deadline,
+        )
+        for side in (baseline, candidate)
+    ]
+    run = InterleavedRun(
+        [],
+        [],
+        cal[0].calls_per_block,
+        cal[1].calls_per_block,
+        warmup_calls,
+        2 * warmup_calls + cal[0].calls_made + cal[1].calls_made,
+        0.0,
     )
-    cand_cal = calibrate_block(
-        candidate, sync, read, min_block_time=min_block_time, resolution=resolution
+    sides = (
+        (baseline, run.baseline_calls_per_block, run.baseline_blocks, run.baseline_trace),
+        (candidate, run.candidate_calls_per_block, run.candidate_blocks, run.candidate_trace),
     )
-    calls += base_cal.calls_made + cand_cal.calls_made
-    base_blocks: list[float] = []
-    cand_blocks: list[float] = []
     run_start = read()
+    next_check = options.min_blocks
     while True:
-        rounds = len(base_blocks)
-        if rounds % 2 == 0:
-            base_blocks.append(time_block(baseline, base_cal.calls_per_block, sync, read))
-            cand_blocks.append(time_block(candidate, cand_cal.calls_per_block, sync, read))
-        else:
-            cand_blocks.append(time_block(candidate, cand_cal.calls_per_block, sync, read))
-            base_blocks.append(time_block(baseline, base_cal.calls_per_block, sync, read))
-        calls += base_cal.calls_per_block + cand_cal.calls_per_block
+        order = sides if len(run.baseline_blocks) % 2 == 0 else sides[::-1]
+        for workload, calls, blocks, trace in order:
+            blocks.append(probed_block(workload, calls, sync, read, probe, trace))
+        run.calls_made += run.baseline_calls_per_block + run.candidate_calls_per_block
         elapsed = read() - run_start
-        if elapsed >= max_run_time:
+        rounds = len(run.baseline_blocks)
+        if elapsed >= options.max_run_time:
+            run.stop_reason = STOP_BUDGET
             break
-        if elapsed >= min_run_time and len(base_blocks) >= min_blocks:
+        if time.monotonic() >= deadline:
+            run.stop_reason = STOP_BACKSTOP
             break
-    return InterleavedRun(
-        baseline_blocks=base_blocks,
-        candidate_blocks=cand_blocks,
-        baseline_calls_per_block=base_cal.calls_per_block,
-        candidate_calls_per_block=cand_cal.calls_per_block,
-        warmup_calls=warmup_calls,
-        calls_made=calls,
-        total_time_s=read() - begin,
-    )
+        if elapsed < options.min_run_time or rounds < max(options.min_blocks, next_check):
+            continue
+        next_check = math.ceil(rounds * CHECK_GROWTH)
+        if enough is not None and enough(run.baseline_blocks, run.candidate_blocks):
+            run.stop_reason = STOP_NARROW
+            break
+    run.total_time_s = read() - begin
+    return run
 
 
 @dataclass(frozen=True)
 class RatioEstimate:
-    """candidate / baseline of median latencies with a percentile bootstrap interval."""
+    """candidate / baseline of latency locations (quantile ``level``) with a percentile
+    bootstrap interval."""
 
     ratio: float
     low: float
@@ -104,23 +158,48 @@ class RatioEstimate:
     confidence: float
     resamples: int
     paired: bool
+    level: float = 0.5
 
 
-def _median(values: Sequence[float]) -> float:
-    return quantile(values, 0.5)
+def _bootstrap_locations(
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    *,
+    level: float,
+    resamples: int,
+    paired: bool,
+    seed: int,
+) -> np.ndarray:
+    """Ratios of resampled locations, drawn in chunks so memory stays small."""
+    rng = np.random.default_rng(seed)
+    n_base, n_cand = len(baseline), len(candidate)
+    chunk = max(1, min(resamples, 2_000_000 // max(n_base, n_cand)))
+    ratios: list[np.ndarray] = []
+    done = 0
+    while done < resamples:
+        size = min(chunk, resamples - done)
+        picks = rng.integers(0, n_base, size=(size, n_base))
+        base = np.quantile(baseline[picks], level, axis=1)
+        cand_picks = picks if paired else rng.integers(0, n_cand, size=(size, n_cand))
+        cand = np.quantile(candidate[cand_picks], level, axis=1)
+        keep = base > 0
+        ratios.append(cand[keep] / base[keep])
+        done += size
+    return np.concatenate(ratios)
 
 
-def ratio_of_medians(
+def ratio_of_locations(
     baseline: Sequence[float],
     candidate: Sequence[float],
     *,
+    level: float = LOCATION_LEVEL,
     confidence: float,
     resamples: int,
     paired: bool,
     seed: int = 0,
     floor: float = 0.0,
 ) -> RatioEstimate:
-    """Point ratio median(candidate) / median(baseline) and its bootstrap interval.
+    """Point ratio q(candidate) / q(baseline) at quantile ``level`` and its bootstrap interval.
 
     ``floor`` is the smallest relative half-width of the interval: blocks of one run only
     show within-run noise, while the same comparison repeated in a new process moves by
@@ -137,44 +216,70 @@ def ratio_of_medians(
         raise ValueError(
             f"paired resampling needs equal block counts, got {len(baseline)} and {len(candidate)}"
         )
-    base_median = _median(baseline)
-    if base_median <= 0:
-        raise ValueError("the baseline median latency is 0 s; no ratio can be formed")
-    point = _median(candidate) / base_median
-    rng = random.Random(seed)
-    ratios: list[float] = []
-    n_base, n_cand = len(baseline), len(candidate)
-    for _ in range(resamples):
-        if paired:
-            picks = [rng.randrange(n_base) for _ in range(n_base)]
-            base_sample = [baseline[i] for i in picks]
-            cand_sample = [candidate[i] for i in picks]
-        else:
-            base_sample = [baseline[rng.randrange(n_base)] for _ in range(n_base)]
-            cand_sample = [candidate[rng.randrange(n_cand)] for _ in range(n_cand)]
-        denominator = _median(base_sample)
-        if denominator > 0:
-            ratios.append(_median(cand_sample) / denominator)
-    if not ratios:
-        raise ValueError("every bootstrap resample had a zero baseline median")
+    base_location = quantile(baseline, level)
+    if base_location <= 0:
+        raise ValueError("the baseline latency is 0 s; no ratio can be formed")
+    point = quantile(candidate, level) / base_location
+    ratios = _bootstrap_locations(
+        np.asarray(baseline, dtype=float),
+        np.asarray(candidate, dtype=float),
+        level=level,
+        resamples=resamples,
+        paired=paired,
+        seed=seed,
+    )
+    if ratios.size == 0:
+        raise ValueError("every bootstrap resample had a zero baseline latency")
     tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(ratios, [tail, 1.0 - tail])
     return RatioEstimate(
         ratio=point,
-        low=min(quantile(ratios, tail), point * (1.0 - floor)),
-        high=max(quantile(ratios, 1.0 - tail), point * (1.0 + floor)),
+        low=min(float(low), point * (1.0 - floor)),
+        high=max(float(high), point * (1.0 + floor)),
         confidence=confidence,
         resamples=resamples,
         paired=paired,
+        level=level,
     )
+
+
+def ratio_of_medians(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    *,
+    confidence: float,
+    resamples: int,
+    paired: bool,
+    seed: int = 0,
+    floor: float = 0.0,
+) -> RatioEstimate:
+    """:func:`ratio_of_locations` at the median (level 0.5)."""
+    return ratio_of_locations(
+        baseline,
+        candidate,
+        level=0.5,
+        confidence=confidence,
+        resamples=resamples,
+        paired=paired,
+        seed=seed,
+        floor=floor,
+    )
+
+
+def interval_settled(estimate: RatioEstimate, min_effect: float) -> bool:
+    """The adaptive stop: the interval is narrower than the minimum effect (relative width)."""
+    return (estimate.high - estimate.low) / estimate.ratio < min_effect
 
 
 def latency_verdict(estimate: RatioEstimate, *, min_effect: float) -> tuple[str, str]:
     """(verdict, reason) for a latency ratio (candidate / baseline; below 1 is faster).
 
-    * ``slower``/``faster``: the whole interval is on one side of 1 and the point ratio is
-      beyond the owner's minimum effect;
+    * ``slower``/``faster``: the interval excludes no change (1) and the point ratio is
+      beyond the owner's minimum effect; noise never overrides this (it is shown beside the
+      verdict as a warning by the caller);
     * ``no_difference``: the whole interval lies within ``1 ± min_effect``;
-    * ``inconclusive``: anything else (too noisy or too few blocks to tell).
+    * ``inconclusive``: only when the interval does not decide (it reaches both sides of 1,
+      or beyond the minimum effect while the point ratio is within it).
     """
     upper, lower = 1.0 + min_effect, 1.0 - min_effect
     interval = (

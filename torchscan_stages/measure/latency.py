@@ -11,9 +11,18 @@ Method (torch.utils.benchmark's blocked idea, with an adaptive stop):
 4. Blocks: each block is ``sync; t0; calls x workload(); sync; t1`` and records
    ``(t1 - t0) / calls`` (a per-call block average). Blocks run until ``min_run_time`` has
    passed and at least ``min_blocks`` exist, then stop as soon as IQR/median is at most
-   ``target_relative_iqr``, or at ``max_run_time``. A sample still too noisy after
+   ``target_relative_iqr`` and the median's 95% interval is within
+   ``target_median_precision``, or at ``max_run_time``. A sample still too noisy after
    ``2 * min_blocks`` blocks is discarded and restarted with blocks of twice as many calls
    (block averages spread less), while the time left fits ``min_blocks`` such blocks.
+
+Every block is probed outside its timed region (process CPU time and involuntary context
+switches, through psutil) so that blocks the host took the CPU from are classified in the
+report (``latency.noise``; they are kept, never deleted), and the host's load at start and
+end goes into the report's provenance with a ``loaded_host`` warning when other processes
+competed for the cores. A wall-clock backstop (time.monotonic, independent of the clock in
+use) ends a timing whose clock does not advance. Settings live in one frozen
+:class:`LatencyOptions`.
 
 The primitives :func:`time_block` and :func:`calibrate_block` are public so that a
 comparison can interleave blocks of two workloads with exactly the same timing code.
@@ -39,21 +48,38 @@ from ..devices import (
     unsynchronized_accelerator,
 )
 from ..provenance import build_provenance
-from ..report import BenchmarkReport, Diagnostic, LatencySection, LatencyStats, MetricResult
+from ..report import (
+    BenchmarkReport,
+    Diagnostic,
+    HostState,
+    LatencyNoise,
+    LatencySection,
+    LatencyStats,
+    MetricResult,
+)
 from ..workload_type import Workload
-from .stats import relative_iqr, summarize
+from .host import BlockTrace, HostMonitor, classify_blocks, host_diagnostics, process_probe
+from .latency_options import (
+    MAX_CALLS_PER_BLOCK,
+    MEASURE_DEFAULTS,
+    Clock,
+    LatencyOptions,
+    Probe,
+    validate_work,
+)
+from .stats import median_precision, relative_iqr, summarize
 
-Clock = Callable[[], float]
 Progress = Callable[[str], None]
 
-DEFAULT_WARMUP_S = 0.02
-DEFAULT_MIN_RUN_TIME_S = 0.05
-DEFAULT_MAX_RUN_TIME_S = 5.0
-DEFAULT_MIN_BLOCK_TIME_S = 0.001
-DEFAULT_MIN_BLOCKS = 7
-DEFAULT_TARGET_RELATIVE_IQR = 0.02
-DEFAULT_NOISE_THRESHOLD = 0.05
-MAX_CALLS_PER_BLOCK = 10_000_000
+# The defaults live in LatencyOptions; these names stay for code that imported them.
+DEFAULT_WARMUP_S = MEASURE_DEFAULTS.warmup
+DEFAULT_MIN_RUN_TIME_S = MEASURE_DEFAULTS.min_run_time
+DEFAULT_MAX_RUN_TIME_S = MEASURE_DEFAULTS.max_run_time
+DEFAULT_MIN_BLOCK_TIME_S = MEASURE_DEFAULTS.min_block_time
+DEFAULT_MIN_BLOCKS = MEASURE_DEFAULTS.min_blocks
+DEFAULT_TARGET_RELATIVE_IQR = MEASURE_DEFAULTS.target_relative_iqr
+DEFAULT_NOISE_THRESHOLD = MEASURE_DEFAULTS.noise_threshold
+__all__ = ["Clock", "LatencyOptions", "measure_latency"]
 
 
 def timer_resolution(clock: Clock, *, max_reads: int = 100_000) -> float | None:
@@ -83,7 +109,13 @@ def time_block(workload: Workload, calls: int, sync: Callable[[], None], clock: 
     for _ in range(calls):
         workload()
     sync()
-    return (clock() - start) / calls
+    elapsed = clock() - start
+    if not math.isfinite(elapsed) or elapsed < 0:
+        raise ValueError(
+            f"the clock gave a block time of {elapsed!r} s (start {start!r}); a timing clock "
+            "must return finite, non-decreasing seconds"
+        )
+    return elapsed / calls
 
 
 def measure_overhead(sync: Callable[[], None], clock: Clock, *, repeats: int = 11) -> float:
@@ -114,12 +146,14 @@ def calibrate_block(
     min_block_time: float = DEFAULT_MIN_BLOCK_TIME_S,
     resolution: float | None = None,
     overhead: float | None = None,
+    deadline: float | None = None,
 ) -> BlockCalibration:
     """Find calls per block: one block lasts >= max(min_block_time, 1000 x resolution,
     1000 x overhead), where ``overhead`` is the cost of an empty timed region.
 
     Grows the block from one call, jumping towards the estimate from the last block (at most
-    x10 per step, at least x2) so calibration costs a few target-length blocks.
+    x10 per step, at least x2) so calibration costs a few target-length blocks. ``deadline``
+    (time.monotonic) ends the search with the block reached so far (a stalled clock).
     """
     target = max(min_block_time, 1000 * (resolution or 0.0), 1000 * (overhead or 0.0))
     calls = 1
@@ -128,7 +162,8 @@ def calibrate_block(
         per_call = time_block(workload, calls, sync, clock)
         made += calls
         block = per_call * calls
-        if block >= target or calls >= MAX_CALLS_PER_BLOCK:
+        late = deadline is not None and time.monotonic() >= deadline
+        if block >= target or calls >= MAX_CALLS_PER_BLOCK or late:
             return BlockCalibration(calls, made, block, target)
         if per_call > 0:
             wanted = math.ceil(1.1 * target / per_call)
@@ -145,169 +180,186 @@ class LatencyRun:
     section: LatencySection
     diagnostics: list[Diagnostic] = field(default_factory=list)
     calls: int = 0
+    host: HostState | None = None
 
 
-def validate_latency_options(
-    *,
-    work_units: float,
-    unit: str,
-    warmup: float,
-    min_run_time: float,
-    max_run_time: float,
-    min_block_time: float,
-    min_blocks: int,
-    target_relative_iqr: float,
-    noise_threshold: float,
-    clock: Clock | None,
+@dataclass
+class _Blocks:
+    """The warmed sample as it grows: block averages, their probes, the stop reason."""
+
+    per_block: int
+    values: list[float] = field(default_factory=list)
+    trace: BlockTrace = field(default_factory=BlockTrace)
+    calls: int = 0
+    stop_reason: str = "max_run_time"
+    escalations: int = 0
+    discarded: int = 0
+
+
+def probe_for(options: LatencyOptions) -> Probe | None:
+    """The per-block probe: the injected one, else psutil's unless the clock is simulated."""
+    if options.probe is not None:
+        return options.probe
+    return process_probe() if options.clock is None else None
+
+
+def probed_block(
+    workload: Workload,
+    calls: int,
+    sync: Callable[[], None],
+    clock: Clock,
+    probe: Probe | None,
+    trace: BlockTrace,
+) -> float:
+    """:func:`time_block` with a probe read on each side, outside the timed region."""
+    before = probe() if probe is not None else None
+    per_call = time_block(workload, calls, sync, clock)
+    if probe is not None and before is not None:
+        trace.add(before, probe(), per_call * calls)
+    return per_call
+
+
+def _warm_up(
+    workload: Workload, sync: Callable[[], None], read: Clock, warmup: float, deadline: float
+) -> int:
+    """Calls for ``warmup`` seconds (at least one when warmup > 0); returns the count."""
+    calls = 0
+    start = read()
+    while warmup > 0 and (calls == 0 or read() - start < warmup):
+        workload()
+        calls += 1
+        if time.monotonic() >= deadline:
+            break
+    sync()
+    return calls
+
+
+def _sample_blocks(
+    workload: Workload,
+    options: LatencyOptions,
+    sampling: _Blocks,
+    timing: tuple[Callable[[], None], Clock, Probe | None],
+    deadline: float,
+    progress: Progress | None,
 ) -> None:
-    if isinstance(work_units, bool) or not isinstance(work_units, (int, float)):
-        raise TypeError(f"work_units must be a number, got {type(work_units).__name__}")
-    if not math.isfinite(work_units) or work_units <= 0:
-        raise ValueError(f"work_units must be a finite number > 0, got {work_units!r}")
-    if not isinstance(unit, str) or not unit.strip():
-        raise ValueError(f"unit must be a non-empty string such as 'samples', got {unit!r}")
-    checks = {
-        "warmup": (warmup, 0.0),
-        "min_run_time": (min_run_time, 1e-9),
-        "max_run_time": (max_run_time, 1e-9),
-        "min_block_time": (min_block_time, 0.0),
-        "target_relative_iqr": (target_relative_iqr, 0.0),
-        "noise_threshold": (noise_threshold, 0.0),
-    }
-    for name, (value, lowest) in checks.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"{name} must be a number of seconds/ratio, got {type(value).__name__}")
-        if not math.isfinite(value) or value < lowest:
-            raise ValueError(f"{name} must be finite and >= {lowest}, got {value!r}")
-    if max_run_time < min_run_time:
-        raise ValueError(f"max_run_time ({max_run_time}) must be >= min_run_time ({min_run_time})")
-    if isinstance(min_blocks, bool) or not isinstance(min_blocks, int) or min_blocks < 1:
-        raise ValueError(f"min_blocks must be an int >= 1, got {min_blocks!r}")
-    if clock is not None and not callable(clock):
-        raise TypeError(f"clock must be a zero-argument callable returning seconds, got {clock!r}")
+    """Blocks until min_run_time and min_blocks, then until IQR/median <= target or budget.
+
+    Still too noisy after twice the minimum: averaging more calls per block narrows the
+    spread of block averages, so a fresh sample starts with doubled blocks when the time
+    left fits min_blocks of them; mixed block sizes are never pooled.
+    """
+    sync, read, probe = timing
+    run_start = stage_start = read()
+    next_note = run_start + 1.0
+    while True:
+        per_block = sampling.per_block
+        sampling.values.append(probed_block(workload, per_block, sync, read, probe, sampling.trace))
+        sampling.calls += per_block
+        now = read()
+        elapsed = now - run_start
+        if progress is not None and now >= next_note:
+            progress(
+                f"latency: {len(sampling.values)} blocks of {per_block} calls, {elapsed:.1f} s"
+            )
+            next_note = now + 1.0
+        if elapsed >= options.max_run_time:
+            return
+        if time.monotonic() >= deadline:
+            sampling.stop_reason = "wall_clock_backstop"
+            return
+        if now - stage_start < options.min_run_time or len(sampling.values) < options.min_blocks:
+            continue
+        if relative_iqr(sampling.values) <= options.target_relative_iqr:
+            if median_precision(sampling.values) <= options.target_median_precision:
+                sampling.stop_reason = "target_relative_iqr"
+                return
+            continue  # stable blocks: more of them pin the median down
+        doubled_block_s = 2 * per_block * summarize(sampling.values).median
+        if (
+            len(sampling.values) >= 2 * options.min_blocks
+            and per_block * 2 <= MAX_CALLS_PER_BLOCK
+            and options.max_run_time - elapsed >= options.min_blocks * doubled_block_s
+        ):
+            sampling.per_block *= 2
+            sampling.escalations += 1
+            sampling.discarded += len(sampling.values)
+            sampling.values = []
+            sampling.trace.clear()
+            stage_start = now
 
 
 def run_latency(
     workload: Workload,
+    options: LatencyOptions = MEASURE_DEFAULTS,
     *,
     work_units: float = 1,
     unit: str = "calls",
-    warmup: float = DEFAULT_WARMUP_S,
-    min_run_time: float = DEFAULT_MIN_RUN_TIME_S,
-    max_run_time: float = DEFAULT_MAX_RUN_TIME_S,
-    min_block_time: float = DEFAULT_MIN_BLOCK_TIME_S,
-    min_blocks: int = DEFAULT_MIN_BLOCKS,
-    target_relative_iqr: float = DEFAULT_TARGET_RELATIVE_IQR,
-    noise_threshold: float = DEFAULT_NOISE_THRESHOLD,
     device: torch.device,
-    clock: Clock | None = None,
     progress: Progress | None = None,
 ) -> LatencyRun:
-    """The latency pass itself (validated arguments, resolved device); see measure_latency."""
-    read = clock if clock is not None else time.perf_counter
+    """The latency pass itself (validated options, resolved device); see measure_latency."""
+    read = options.clock if options.clock is not None else time.perf_counter
+    deadline = time.monotonic() + options.backstop_s
+    monitor = HostMonitor() if options.clock is None else None
     sync = make_synchronize(device)
     resolution = timer_resolution(read)
     overhead = measure_overhead(sync, read)
     begin = read()
-
     sync()
     t0 = read()
     workload()
     sync()
     first_call = read() - t0
-    calls = 1
-
-    warmup_calls = 0
-    warm_start = read()
-    while warmup > 0 and (warmup_calls == 0 or read() - warm_start < warmup):
-        workload()
-        warmup_calls += 1
-    sync()
-    calls += warmup_calls
-
+    warmup_calls = _warm_up(workload, sync, read, options.warmup, deadline)
     calibration = calibrate_block(
         workload,
         sync,
         read,
-        min_block_time=min_block_time,
+        min_block_time=options.min_block_time,
         resolution=resolution,
         overhead=overhead,
+        deadline=deadline,
     )
-    calls += calibration.calls_made
-    per_block = calibration.calls_per_block
-
-    blocks: list[float] = []
-    run_start = stage_start = read()
-    stop_reason = "max_run_time"
-    next_note = run_start + 1.0
-    escalations = 0
-    discarded_blocks = 0
-    while True:
-        blocks.append(time_block(workload, per_block, sync, read))
-        calls += per_block
-        now = read()
-        elapsed = now - run_start
-        if progress is not None and now >= next_note:
-            progress(f"latency: {len(blocks)} blocks of {per_block} calls, {elapsed:.1f} s")
-            next_note = now + 1.0
-        if elapsed >= max_run_time:
-            break
-        if now - stage_start < min_run_time or len(blocks) < min_blocks:
-            continue
-        rel = relative_iqr(blocks)
-        if rel <= target_relative_iqr:
-            stop_reason = "target_relative_iqr"
-            break
-        # Still too noisy after twice the minimum: averaging more calls per block narrows the
-        # spread of block averages. Start a fresh sample with doubled blocks when the time left
-        # still fits min_blocks of them; mixed block sizes are never pooled.
-        doubled_block_s = 2 * per_block * summarize(blocks).median
-        if (
-            len(blocks) >= 2 * min_blocks
-            and per_block * 2 <= MAX_CALLS_PER_BLOCK
-            and max_run_time - elapsed >= min_blocks * doubled_block_s
-        ):
-            per_block *= 2
-            escalations += 1
-            discarded_blocks += len(blocks)
-            blocks = []
-            stage_start = now
-    total = read() - begin
-
+    sampling = _Blocks(per_block=calibration.calls_per_block)
+    _sample_blocks(
+        workload, options, sampling, (sync, read, probe_for(options)), deadline, progress
+    )
+    settings = {
+        **options.settings(),
+        "target_block_time_s": calibration.target_block_time_s,
+        "timer_resolution_s": resolution,
+        "timed_region_overhead_s": overhead,
+        "block_escalations": sampling.escalations,
+        "discarded_blocks": sampling.discarded,
+        "work_units": work_units,
+        "unit": unit,
+    }
+    noise = classify_blocks(sampling.values, sampling.trace)
     section, diagnostics = latency_section(
-        blocks,
+        sampling.values,
         first_call,
         work_units=work_units,
         unit=unit,
         synchronized=is_synchronized(device),
-        calls_per_block=per_block,
+        calls_per_block=sampling.per_block,
         warmup_calls=warmup_calls,
-        total_time_s=total,
-        noise_threshold=noise_threshold,
-        timer="injected clock" if clock is not None else "time.perf_counter",
+        total_time_s=read() - begin,
+        noise_threshold=options.noise_threshold,
+        timer=options.timer,
         calibration_calls=calibration.calls_made,
-        stop_reason=stop_reason,
-        settings={
-            "warmup_s": warmup,
-            "min_run_time_s": min_run_time,
-            "max_run_time_s": max_run_time,
-            "min_block_time_s": min_block_time,
-            "target_block_time_s": calibration.target_block_time_s,
-            "min_blocks": min_blocks,
-            "target_relative_iqr": target_relative_iqr,
-            "noise_threshold": noise_threshold,
-            "timer_resolution_s": resolution,
-            "timed_region_overhead_s": overhead,
-            "block_escalations": escalations,
-            "discarded_blocks": discarded_blocks,
-            "work_units": work_units,
-            "unit": unit,
-        },
+        stop_reason=sampling.stop_reason,
+        settings=settings,
+        min_blocks=options.min_blocks,
+        noise=noise,
     )
+    host = monitor.finish() if monitor is not None else None
+    if host is not None:
+        diagnostics += host_diagnostics(host, noise, "latency.warmed")
     warning = unsynchronized_accelerator(device, "latency.warmed")
     if warning is not None:
         diagnostics.append(warning)
-    return LatencyRun(section=section, diagnostics=diagnostics, calls=calls)
+    calls = 1 + warmup_calls + calibration.calls_made + sampling.calls
+    return LatencyRun(section=section, diagnostics=diagnostics, calls=calls, host=host)
 
 
 def latency_section(
@@ -325,47 +377,33 @@ def latency_section(
     settings: dict[str, Any],
     calibration_calls: int = 0,
     stop_reason: str | None = None,
+    min_blocks: int = 1,
+    noise: LatencyNoise | None = None,
 ) -> tuple[LatencySection, list[Diagnostic]]:
-    """The latency section (and its noise diagnostics) from raw per-call block averages.
+    """The latency section (and its diagnostics) from raw per-call block averages.
 
     Shared by measure_latency and the interleaved comparison so both report latency alike.
+    Fewer than ``min_blocks`` blocks keep their median (it was measured) but get a
+    ``too_few_blocks`` warning and no relative IQR: one block has an IQR of 0 that says
+    nothing about stability.
     """
     stats = summarize(blocks)
-    diagnostics: list[Diagnostic] = []
-    rel = stats.relative_iqr
-    if rel > noise_threshold:
+    diagnostics = _spread_diagnostics(stats.relative_iqr, stats.count, noise_threshold, min_blocks)
+    if stop_reason == "wall_clock_backstop":
         diagnostics.append(
             Diagnostic(
-                code="latency_noisy",
+                code="timing_backstop",
                 severity="warning",
                 metric="latency.warmed",
-                message=(
-                    f"IQR/median of warmed block averages is {rel:.1%}, above the noise "
-                    f"threshold {noise_threshold:.1%} ({stats.count} blocks of "
-                    f"{calls_per_block} calls); other load, frequency scaling or a variable "
-                    "workload may dominate"
-                ),
+                message="the timing clock did not reach max_run_time within the wall-clock "
+                "backstop (time.monotonic); the clock may not be advancing",
             )
         )
     method = "wall_clock_synchronized" if synchronized else "wall_clock"
+    throughput, below = _throughput(stats.median, work_units, unit)
+    diagnostics += below
     scope = "warmed_block_average"
-    throughput_method = "work_units_per_median_latency"
-    if stats.median > 0:
-        throughput = MetricResult.complete(
-            work_units / stats.median, unit=f"{unit}/s", scope=scope, method=throughput_method
-        )
-    else:
-        throughput = MetricResult.unavailable(
-            unit=f"{unit}/s", scope=scope, method=throughput_method
-        )
-        diagnostics.append(
-            Diagnostic(
-                code="latency_below_resolution",
-                metric="latency.throughput",
-                message="the warmed median is 0 s (below the clock's resolution); "
-                "throughput cannot be derived",
-            )
-        )
+    judged = stats.count >= min_blocks and math.isfinite(stats.relative_iqr)
     section = LatencySection(
         first_call=MetricResult.complete(first_call, unit="s", scope="first_call", method=method),
         warmed=MetricResult.complete(stats.median, unit="s", scope=scope, method=method),
@@ -382,7 +420,7 @@ def latency_section(
             calls_per_block=calls_per_block,
             warmup_calls=warmup_calls,
             total_time_s=total_time_s,
-            relative_iqr=rel if math.isfinite(rel) else None,
+            relative_iqr=stats.relative_iqr if judged else None,
             calibration_calls=calibration_calls,
             stop_reason=stop_reason,
         ),
@@ -390,8 +428,59 @@ def latency_section(
         timer=timer,
         synchronized=synchronized,
         settings=settings,
+        noise=noise,
     )
     return section, diagnostics
+
+
+def _spread_diagnostics(
+    rel: float, count: int, noise_threshold: float, min_blocks: int
+) -> list[Diagnostic]:
+    if count < min_blocks:
+        return [
+            Diagnostic(
+                code="too_few_blocks",
+                severity="warning",
+                metric="latency.warmed",
+                message=(
+                    f"only {count} warmed block(s) fit in max_run_time, fewer than min_blocks "
+                    f"{min_blocks}: the median is measured but its spread cannot be judged; "
+                    "raise max_run_time for a stable figure"
+                ),
+            )
+        ]
+    if rel > noise_threshold:
+        return [
+            Diagnostic(
+                code="latency_noisy",
+                severity="warning",
+                metric="latency.warmed",
+                message=(
+                    f"IQR/median of warmed block averages is {rel:.1%}, above the noise "
+                    f"threshold {noise_threshold:.1%} ({count} blocks); other load, frequency "
+                    "scaling or a variable workload may dominate"
+                ),
+            )
+        ]
+    return []
+
+
+def _throughput(
+    median: float, work_units: float, unit: str
+) -> tuple[MetricResult, list[Diagnostic]]:
+    scope, method = "warmed_block_average", "work_units_per_median_latency"
+    if median > 0:
+        value = MetricResult.complete(
+            work_units / median, unit=f"{unit}/s", scope=scope, method=method
+        )
+        return value, []
+    diagnostic = Diagnostic(
+        code="latency_below_resolution",
+        metric="latency.throughput",
+        message="the warmed median is 0 s (below the clock's resolution); "
+        "throughput cannot be derived",
+    )
+    return MetricResult.unavailable(unit=f"{unit}/s", scope=scope, method=method), [diagnostic]
 
 
 def measure_latency(
@@ -399,15 +488,15 @@ def measure_latency(
     *,
     work_units: float = 1,
     unit: str = "calls",
-    warmup: float = DEFAULT_WARMUP_S,
-    min_run_time: float = DEFAULT_MIN_RUN_TIME_S,
+    warmup: float = MEASURE_DEFAULTS.warmup,
+    min_run_time: float = MEASURE_DEFAULTS.min_run_time,
     device: str | torch.device | None = None,
     clock: Clock | None = None,
-    max_run_time: float = DEFAULT_MAX_RUN_TIME_S,
-    min_block_time: float = DEFAULT_MIN_BLOCK_TIME_S,
-    min_blocks: int = DEFAULT_MIN_BLOCKS,
-    target_relative_iqr: float = DEFAULT_TARGET_RELATIVE_IQR,
-    noise_threshold: float = DEFAULT_NOISE_THRESHOLD,
+    max_run_time: float = MEASURE_DEFAULTS.max_run_time,
+    min_block_time: float = MEASURE_DEFAULTS.min_block_time,
+    min_blocks: int = MEASURE_DEFAULTS.min_blocks,
+    target_relative_iqr: float = MEASURE_DEFAULTS.target_relative_iqr,
+    noise_threshold: float = MEASURE_DEFAULTS.noise_threshold,
     name: str | None = None,
 ) -> BenchmarkReport:
     """First-call and warmed latency of ``workload`` with throughput in ``unit/s``.
@@ -417,11 +506,11 @@ def measure_latency(
     call completes (e.g. 32 samples): throughput = work_units / median warmed latency, not a
     served-queue throughput. ``device`` is the device whose queued work is synchronised
     inside every timed region (None = CPU). ``clock`` replaces time.perf_counter (tests).
+    The keywords build one :class:`LatencyOptions` (see there).
     """
     check_workload(workload)
-    validate_latency_options(
-        work_units=work_units,
-        unit=unit,
+    validate_work(work_units, unit)
+    options = LatencyOptions(
         warmup=warmup,
         min_run_time=min_run_time,
         max_run_time=max_run_time,
@@ -432,22 +521,9 @@ def measure_latency(
         clock=clock,
     )
     resolved = resolve_device(device)
-    run = run_latency(
-        workload,
-        work_units=work_units,
-        unit=unit,
-        warmup=warmup,
-        min_run_time=min_run_time,
-        max_run_time=max_run_time,
-        min_block_time=min_block_time,
-        min_blocks=min_blocks,
-        target_relative_iqr=target_relative_iqr,
-        noise_threshold=noise_threshold,
-        device=resolved,
-        clock=clock,
-    )
+    run = run_latency(workload, options, work_units=work_units, unit=unit, device=resolved)
     return BenchmarkReport(
-        provenance=build_provenance(),
+        provenance=build_provenance(host=run.host),
         name=name,
         work_units=work_units,
         unit=unit,

@@ -32,6 +32,16 @@ from ..devices import check_workload, execution_record, resolve_device
 from ..provenance import build_provenance
 from ..report import BenchmarkReport, Diagnostic, MemorySection, MetricResult
 from ..workload_type import Workload
+from .lazy import empty_work_diagnostic, lazy_output_diagnostic
+
+
+def _is_view_operator(func: Any) -> bool:
+    """Whether the operator returns an alias it does not write (a view), from its schema."""
+    try:
+        returns = func._schema.returns
+    except AttributeError:
+        return False
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in returns)
 
 
 class TrackedTensorMemory(TorchDispatchMode):
@@ -50,6 +60,8 @@ class TrackedTensorMemory(TorchDispatchMode):
         self._live: dict[int, tuple[weakref.ref[Any], int, str]] = {}
         self._seen_before: dict[int, weakref.ref[Any]] = {}
         self.grad_modes: set[bool] = set()
+        self.operators = 0  # operator calls seen
+        self.elements_out = 0  # elements of every non-view tensor they produced
 
     @staticmethod
     def _storage(tensor: torch.Tensor) -> Any | None:
@@ -113,8 +125,12 @@ class TrackedTensorMemory(TorchDispatchMode):
             if isinstance(item, torch.Tensor):
                 self._note_input(item)
         out = func(*args, **kwargs)
+        self.operators += 1
+        view = _is_view_operator(func)  # a view of a weight (``aten.t``) is no work done
         for item in tree_flatten(out)[0]:
             if isinstance(item, torch.Tensor):
+                if not view:
+                    self.elements_out += item.numel()
                 self._note_output(item, str(func))
         return out
 
@@ -154,6 +170,23 @@ def _tracked_result(
     ), diagnostics
 
 
+def _lazy_run(
+    tracker: TrackedTensorMemory, lazy: Diagnostic, baseline: dict[str, int]
+) -> MemoryRun:
+    """The workload deferred its work: what ran is a lower bound, nothing ran is unavailable."""
+    scope, method = "cpu_tracked_tensors", "operator_dispatch"
+    peak = tracker.peak.get("cpu", 0)
+    result = (
+        MetricResult.partial(peak, unit="bytes", scope=scope, method=method)
+        if peak > 0
+        else MetricResult.unavailable(unit="bytes", scope=scope, method=method)
+    )
+    baseline["cpu_tracked_tensors_preexisting"] = tracker.preexisting.get("cpu", 0)
+    section = MemorySection(results=[result], baseline_bytes=baseline)
+    grad = (True in tracker.grad_modes) if tracker.grad_modes else None
+    return MemoryRun(section=section, diagnostics=[lazy], calls=1, grad_enabled=grad)
+
+
 def run_peak_memory(workload: Workload, device: torch.device) -> MemoryRun:
     """One call under the tracker (and CUDA peak statistics when ``device`` is CUDA)."""
     tracker = TrackedTensorMemory()
@@ -166,12 +199,19 @@ def run_peak_memory(workload: Workload, device: torch.device) -> MemoryRun:
         baseline["accelerator_allocated"] = torch.cuda.memory_allocated(device)
         baseline["accelerator_reserved"] = torch.cuda.memory_reserved(device)
     with tracker:
-        workload()
+        output = workload()
+    lazy = lazy_output_diagnostic(output, "memory")
+    del output
     if cuda:
         torch.cuda.synchronize(device)
     elif device.type == "mps":
         torch.mps.synchronize()
 
+    if lazy is not None:
+        return _lazy_run(tracker, lazy, baseline)
+    empty = empty_work_diagnostic(tracker.operators, tracker.elements_out, "memory")
+    if empty is not None:
+        diagnostics.append(empty)
     results: list[MetricResult] = []
     cpu, cpu_diagnostics = _tracked_result(tracker, "cpu", "cpu_tracked_tensors")
     results.append(cpu)

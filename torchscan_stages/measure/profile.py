@@ -8,6 +8,8 @@ and nested operators overlap, so they explain where time goes but are never late
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from ..devices import check_workload, execution_record, make_synchronize, resolv
 from ..provenance import build_provenance
 from ..report import BenchmarkReport, Diagnostic, ProfiledOperator, ProfileSection
 from ..workload_type import Workload
+from .lazy import lazy_output_diagnostic
 
 SORT_KEYS = (
     "self_cpu_time_total",
@@ -49,8 +52,53 @@ def validate_profile_options(
         raise ValueError(f"sort_by must be one of {list(SORT_KEYS)}, got {sort_by!r}")
     if trace_path is not None and not isinstance(trace_path, (str, os.PathLike)):
         raise TypeError(f"trace_path must be a path or None, got {type(trace_path).__name__}")
+    if trace_path is not None:
+        check_trace_path(Path(trace_path))
     if isinstance(warmup_calls, bool) or not isinstance(warmup_calls, int) or warmup_calls < 0:
         raise ValueError(f"warmup_calls must be an int >= 0, got {warmup_calls!r}")
+
+
+def check_trace_path(target: Path) -> None:
+    """Refuse a trace path that cannot become a file, before the workload runs."""
+    if target.is_dir():
+        raise ValueError(
+            f"trace_path={str(target)!r} is a directory; name the trace file to write, "
+            f"such as {str(target / 'trace.json')!r}"
+        )
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # the nearest existing folder is where mkdir starts
+    if not folder.is_dir():
+        raise ValueError(f"trace_path={str(target)!r}: {str(folder)!r} is not a directory")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"trace_path={str(target)!r}: directory {str(folder)!r} is not writable")
+
+
+def _export_trace(prof: profile, target: Path) -> Diagnostic | None:
+    """Write the Chrome trace atomically: into a private folder beside it, then rename.
+
+    torch's exporter reports no failure and leaves its own temporary files beside the
+    target, so the trace counts as written only when the renamed file exists.
+    """
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            staged = scratch / target.name
+            prof.export_chrome_trace(str(staged))
+            if not staged.is_file():
+                raise OSError(f"torch.profiler wrote no trace file to {str(staged)!r}")
+            os.replace(staged, target)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    except (OSError, RuntimeError) as error:
+        return Diagnostic(
+            code="trace_not_written",
+            severity="error",
+            metric="profile.trace_path",
+            message=f"the Chrome trace could not be written to {str(target)!r}: {error}",
+        )
+    return None
 
 
 def _device_us(event: Any, prefix: str) -> float:
@@ -83,8 +131,10 @@ def run_profile(
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
     with profile(activities=activities, record_shapes=True) as prof:
-        workload()
+        output = workload()
         sync()
+    lazy = lazy_output_diagnostic(output, "profile")
+    del output
 
     shapes: dict[str, list[str]] = {}
     for event in prof.key_averages(group_by_input_shape=True):
@@ -105,7 +155,7 @@ def run_profile(
         )
         for event in prof.key_averages()
     ]
-    diagnostics: list[Diagnostic] = []
+    diagnostics: list[Diagnostic] = [lazy] if lazy is not None else []
     if sort_by in ("self_device_time_total", "device_time_total") and not has_device:
         diagnostics.append(
             Diagnostic(
@@ -129,10 +179,11 @@ def run_profile(
     operators.sort(key=lambda op: (getattr(op, attribute) or 0, op.name), reverse=True)
     written: str | None = None
     if trace_path is not None:
-        target = Path(trace_path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        prof.export_chrome_trace(str(target))
-        written = str(target)
+        failed = _export_trace(prof, Path(trace_path))
+        if failed is None:
+            written = str(trace_path)
+        else:
+            diagnostics.append(failed)
     section = ProfileSection(
         sort_by=sort_by_used,
         operators=operators[:row_limit],

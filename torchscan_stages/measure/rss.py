@@ -28,6 +28,7 @@ before failing) plus ``child_exit_nonzero`` / ``child_killed``; a command that o
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import math
 import os
@@ -36,10 +37,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import psutil
 
@@ -52,6 +56,7 @@ from ..report import (
     RssPhase,
     RssSection,
 )
+from . import rss_phases
 from .rss_phases import PHASE_FILE_ENV
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -60,21 +65,10 @@ KILL_GRACE_S = 0.5
 TREE_EVERY = 5
 TAIL_CHARS = 2000
 
-_LAUNCHER = r"""
+_LAUNCHER_BODY = r"""
 import json, os, sys
 result_path, argv = sys.argv[1], sys.argv[2:]
-def own_peak():
-    try:
-        with open('/proc/self/status') as handle:
-            for line in handle:
-                if line.startswith('VmHWM:'):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import resource
-    value = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return value if sys.platform == 'darwin' else value * 1024
-floor = own_peak()
+floor = proc_status_bytes('VmHWM') or ru_maxrss_bytes()
 pid = os.fork()
 if pid == 0:
     try:
@@ -93,6 +87,15 @@ if os.WIFEXITED(status):
     os._exit(os.WEXITSTATUS(status))
 os._exit(128 + os.WTERMSIG(status))
 """
+# the launcher reads its own peak with the same parsers as the phase marks (defined once)
+_LAUNCHER = "\n".join(
+    [
+        "import sys",
+        inspect.getsource(rss_phases.proc_status_bytes),
+        inspect.getsource(rss_phases.ru_maxrss_bytes),
+        _LAUNCHER_BODY,
+    ]
+)
 
 
 def validate_rss_options(
@@ -145,17 +148,6 @@ def validate_rss_options(
     return argv, float(timeout), workdir, environment  # type: ignore[arg-type]
 
 
-def _vmhwm(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
 @dataclass
 class _Sampler:
     """Polls the launcher's descendants.
@@ -185,7 +177,7 @@ class _Sampler:
                 self.main = direct[0]
                 self.known.setdefault(self.main.pid, self.main)
         if self.main is not None:
-            peak = _vmhwm(self.main.pid)
+            peak = rss_phases.proc_status_bytes("VmHWM", self.main.pid)
             if peak is None:
                 try:
                     peak = self.main.memory_info().rss
@@ -214,13 +206,13 @@ class _Sampler:
             self.tree_peak = max(self.tree_peak, total)
 
 
-def _kill_group(pgid: int, sampler: _Sampler) -> None:
+def _kill_group(pgid: int, sampler: _Sampler, grace: float = KILL_GRACE_S) -> None:
     """SIGTERM the process group, then SIGKILL it and any known descendant that escaped it."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
         if sig == signal.SIGTERM:
-            deadline = time.monotonic() + KILL_GRACE_S
+            deadline = time.monotonic() + grace
             while time.monotonic() < deadline:
                 try:
                     os.killpg(pgid, 0)
@@ -240,31 +232,41 @@ def _tail(path: Path) -> str:
     return data[-TAIL_CHARS:].decode("utf-8", errors="replace").strip()
 
 
+def _phase_diagnostic(number: int, line: str, why: str) -> Diagnostic:
+    return Diagnostic(
+        code="rss_phase_unreadable",
+        metric="rss.phases",
+        message=f"phase record {number} is not a mark_phase record ({why}): {line[:200]!r}",
+    )
+
+
 def _read_phases(path: Path, diagnostics: list[Diagnostic]) -> list[RssPhase]:
+    """The child's phase records; a record that is not one of mark_phase's is a diagnostic."""
     phases: list[RssPhase] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_bytes().splitlines()
     except OSError:
         return phases
     previous_reset = True
-    for number, line in enumerate(lines, start=1):
+    for number, raw in enumerate(lines, start=1):
+        line = raw.decode("utf-8", errors="replace")
         try:
-            record = json.loads(line)
-            name = str(record["name"])
-            peak = record["peak_bytes"]
-            reset = bool(record.get("reset", False))
-        except (ValueError, KeyError, TypeError):
-            diagnostics.append(
-                Diagnostic(
-                    code="rss_phase_unreadable",
-                    metric="rss.phases",
-                    message=f"phase record {number} is not a mark_phase record: {line[:200]!r}",
-                )
-            )
+            record = json.loads(raw.decode("utf-8"))
+            name, peak = record["name"], record["peak_bytes"]
+            reset = record.get("reset", False)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+            why = "not UTF-8" if isinstance(error, UnicodeDecodeError) else "not a JSON object"
+            diagnostics.append(_phase_diagnostic(number, line, why))
             continue
+        if not isinstance(name, str) or not isinstance(reset, bool):
+            diagnostics.append(_phase_diagnostic(number, line, "name or reset of a wrong type"))
+            continue
+        if peak is not None and (type(peak) is not int or peak < 0):
+            diagnostics.append(_phase_diagnostic(number, line, "peak_bytes is not a byte count"))
+            peak = None
         scope = "process_rss_phase" if previous_reset else "process_rss_since_start"
         method = "os_vmhwm" if record.get("method") == "vmhwm" else "os_ru_maxrss"
-        if isinstance(peak, int) and peak >= 0:
+        if peak is not None:
             result = MetricResult.complete(peak, unit="bytes", scope=scope, method=method)
         else:
             result = MetricResult.unavailable(unit="bytes", scope=scope, method=method)
@@ -273,36 +275,115 @@ def _read_phases(path: Path, diagnostics: list[Diagnostic]) -> list[RssPhase]:
     return phases
 
 
-def measure_peak_rss(
-    command: Sequence[str],
-    *,
-    timeout: float = DEFAULT_TIMEOUT_S,
-    cwd: str | os.PathLike[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    sample_interval: float = DEFAULT_SAMPLE_INTERVAL_S,
-    name: str | None = None,
-) -> BenchmarkReport:
-    """Run ``command`` (a list of strings) as a fresh child; report its peak RSS from the OS.
+class _FatalSignal(BaseException):
+    """A signal whose default action ends the process, delivered again once cleanup ran."""
 
-    ``env`` replaces the environment (as in subprocess; None inherits it); ``timeout`` is in
-    seconds, after which the whole process group is killed. Never hangs, never invents a
-    number: incomplete runs give ``partial``/``unavailable`` plus a diagnostic.
+    def __init__(self, number: int) -> None:
+        super().__init__(number)
+        self.number = number
+
+
+@contextlib.contextmanager
+def _kill_child_on_signals(kill: Callable[[], None]) -> Iterator[None]:
+    """While the child runs, SIGINT/SIGTERM/SIGHUP of this process first kill the child.
+
+    The child lives in its own session, so nothing else would stop it when this process is
+    interrupted. Each handler kills the child's process group, restores the previous
+    handlers and then does what the previous handler would have done (raise
+    KeyboardInterrupt, call it, or unwind and die of the signal). Handlers can only be
+    installed from the main thread; elsewhere the caller's ``finally`` is the only guard.
+    Ignored signals stay ignored.
     """
-    argv, limit, workdir, environment = validate_rss_options(
-        command, timeout, cwd, env, sample_interval
-    )
-    diagnostics: list[Diagnostic] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, Any] = {}
+
+    def restore() -> None:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+    def on_signal(number: int, frame: FrameType | None) -> None:
+        kill()
+        restore()
+        handler = previous[number]
+        if callable(handler):
+            handler(number, frame)
+        else:  # SIG_DFL: unwind (temporary files go), then die of the signal
+            raise _FatalSignal(number)
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        number = getattr(signal, name, None)
+        if number is None:
+            continue
+        handler = signal.getsignal(number)
+        if handler is None or handler is signal.SIG_IGN:
+            continue
+        previous[number] = handler
+        signal.signal(number, on_signal)
+    try:
+        yield
+    finally:
+        restore()
+
+
+@dataclass
+class _ChildRun:
+    """What the watched child left behind: how it ended, its accounting and its phases."""
+
+    sampler: _Sampler
+    timed_out: bool
+    wall: float
+    returncode: int | None
+    launcher: dict[str, int] | None
+    stderr_tail: str
+    phases: list[RssPhase]
+
+
+def _watch(
+    process: subprocess.Popen[bytes], sampler: _Sampler, limit: float, interval: float
+) -> bool:
+    """Sample until the launcher exits (False) or ``limit`` seconds pass (True: timed out)."""
+    deadline = time.monotonic() + limit
+    while True:
+        sampler.sample()
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            sampler.sample_tree()  # know every descendant, also any that left the group
+            return True
+        try:
+            process.wait(timeout=min(interval, remaining))
+            return False
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _read_launcher(path: Path) -> dict[str, int] | None:
+    try:
+        launcher = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return launcher if isinstance(launcher, dict) else None
+
+
+def _run_child(
+    argv: list[str],
+    limit: float,
+    workdir: Path | None,
+    environment: dict[str, str] | None,
+    interval: float,
+    diagnostics: list[Diagnostic],
+) -> _ChildRun:
+    """Run the command under the launcher; whatever happens, its process group is gone after."""
     with tempfile.TemporaryDirectory(prefix="torchscan_rss_") as scratch_name:
         scratch = Path(scratch_name)
-        result_file = scratch / "launcher.json"
-        phase_file = scratch / "phases.jsonl"
         child_env = dict(os.environ if environment is None else environment)
-        child_env[PHASE_FILE_ENV] = str(phase_file)
-        launcher_argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(result_file), *argv]
+        child_env[PHASE_FILE_ENV] = str(scratch / "phases.jsonl")
+        launcher_argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(scratch / "out.json")]
         with open(scratch / "stdout", "wb") as out, open(scratch / "stderr", "wb") as err:
             started = time.monotonic()
             process = subprocess.Popen(
-                launcher_argv,
+                [*launcher_argv, *argv],
                 cwd=workdir,
                 env=child_env,
                 stdin=subprocess.DEVNULL,
@@ -311,55 +392,50 @@ def measure_peak_rss(
                 start_new_session=True,
             )
             sampler = _Sampler(psutil.Process(process.pid))
-            deadline = started + limit
-            timed_out = False
-            while True:
-                sampler.sample()
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    timed_out = True
-                    sampler.sample_tree()  # know every descendant, also any that left the group
-                    _kill_group(process.pid, sampler)
-                    process.wait(timeout=2)
-                    break
-                try:
-                    process.wait(timeout=min(sample_interval, remaining))
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-            wall = time.monotonic() - started
-            if not timed_out:
-                _kill_group_quietly(process.pid, sampler)
-        stderr_tail = _tail(scratch / "stderr")
-        launcher: dict[str, int] | None = None
-        if result_file.exists():
+            finished = timed_out = False
             try:
-                launcher = json.loads(result_file.read_text(encoding="utf-8"))
-            except ValueError:
-                launcher = None
-        phases = _read_phases(phase_file, diagnostics)
+                with _kill_child_on_signals(lambda: _kill_now(process.pid, sampler)):
+                    timed_out = _watch(process, sampler, limit, interval)
+                finished = not timed_out
+            finally:
+                if finished:
+                    _kill_group_quietly(process.pid, sampler)
+                else:  # timed out, interrupted or failed: the whole group goes, now
+                    _kill_group(process.pid, sampler, grace=KILL_GRACE_S if timed_out else 0)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        process.wait(timeout=2)
+            wall = time.monotonic() - started
+        return _ChildRun(
+            sampler=sampler,
+            timed_out=timed_out,
+            wall=wall,
+            returncode=process.returncode,
+            launcher=_read_launcher(scratch / "out.json"),
+            stderr_tail=_tail(scratch / "stderr"),
+            phases=_read_phases(scratch / "phases.jsonl", diagnostics),
+        )
 
-    exit_code: int | None = None
-    killed_by: int | None = None
-    if launcher is not None:
-        status = int(launcher["status"])
+
+def _exit_status(run: _ChildRun) -> tuple[int | None, int | None]:
+    """(exit code, killing signal) of the command, from the launcher's wait4 status."""
+    if run.launcher is not None:
+        status = int(run.launcher["status"])
         if os.WIFEXITED(status):
-            exit_code = os.WEXITSTATUS(status)
-        elif os.WIFSIGNALED(status):
-            killed_by = os.WTERMSIG(status)
-            exit_code = -killed_by
-    elif not timed_out:
-        exit_code = process.returncode
+            return os.WEXITSTATUS(status), None
+        if os.WIFSIGNALED(status):
+            return -os.WTERMSIG(status), os.WTERMSIG(status)
+        return None, None
+    return (None if run.timed_out else run.returncode), None
 
-    phase_peaks = [p.peak_rss.value for p in phases if p.peak_rss.value is not None]
-    known: list[int] = [int(v) for v in phase_peaks]
-    if sampler.main_peak:
-        known.append(sampler.main_peak)
+
+def _peak(run: _ChildRun, ok: bool, diagnostics: list[Diagnostic]) -> MetricResult:
+    """The best known peak: exact kernel accounting when it is attributable, else samples."""
+    known = [int(p.peak_rss.value) for p in run.phases if p.peak_rss.value is not None]
+    if run.sampler.main_peak:
+        known.append(run.sampler.main_peak)
     kernel_exact = False
-    floor = None
-    if launcher is not None:
-        floor = int(launcher["floor_bytes"])
-        maxrss = int(launcher["maxrss_bytes"])
+    if run.launcher is not None:
+        floor, maxrss = int(run.launcher["floor_bytes"]), int(run.launcher["maxrss_bytes"])
         if maxrss > floor:
             known.append(maxrss)
             kernel_exact = True
@@ -375,80 +451,114 @@ def measure_peak_rss(
                 )
             )
     best = max(known) if known else None
-
-    ok = not timed_out and exit_code == 0 and killed_by is None
     scope, unit = "process_rss", "bytes"
     method = "os_accounting" if kernel_exact else "os_sampling"
     if ok and kernel_exact and best is not None:
-        peak = MetricResult.complete(best, unit=unit, scope=scope, method=method)
-    elif best is not None:
-        peak = MetricResult.partial(best, unit=unit, scope=scope, method=method)
-    else:
-        peak = MetricResult.unavailable(unit=unit, scope=scope, method=method)
-    shown = f"; stderr tail: {stderr_tail[-500:]}" if stderr_tail else ""
-    if timed_out:
-        diagnostics.append(
-            Diagnostic(
-                code="child_timeout",
-                severity="error",
-                metric="rss.peak",
-                message=f"{argv!r} outlived its timeout of {limit:g} s; its process group was "
-                f"killed; the peak is the sampled lower bound ({sampler.samples} samples)" + shown,
-            )
+        return MetricResult.complete(best, unit=unit, scope=scope, method=method)
+    if best is not None:
+        return MetricResult.partial(best, unit=unit, scope=scope, method=method)
+    return MetricResult.unavailable(unit=unit, scope=scope, method=method)
+
+
+def _failure(
+    argv: list[str], run: _ChildRun, limit: float, exit_code: int | None, killed_by: int | None
+) -> Diagnostic | None:
+    """Why the peak is only a lower bound: timeout, a killing signal or a non-zero exit."""
+    shown = f"; stderr tail: {run.stderr_tail[-500:]}" if run.stderr_tail else ""
+    if run.timed_out:
+        code = "child_timeout"
+        message = (
+            f"{argv!r} outlived its timeout of {limit:g} s; its process group was killed; "
+            f"the peak is the sampled lower bound ({run.sampler.samples} samples)"
         )
     elif killed_by is not None:
-        diagnostics.append(
-            Diagnostic(
-                code="child_killed",
-                severity="error",
-                metric="rss.peak",
-                message=f"{argv!r} was killed by signal {killed_by} "
-                f"({signal.Signals(killed_by).name}); the peak covers only what ran" + shown,
-            )
+        code = "child_killed"
+        message = (
+            f"{argv!r} was killed by signal {killed_by} ({signal.Signals(killed_by).name}); "
+            "the peak covers only what ran"
         )
     elif exit_code != 0:
-        diagnostics.append(
-            Diagnostic(
-                code="child_exit_nonzero",
-                severity="error",
-                metric="rss.peak",
-                message=f"{argv!r} exited with code {exit_code}; the peak covers only what "
-                "ran before it failed" + shown,
-            )
+        code = "child_exit_nonzero"
+        message = (
+            f"{argv!r} exited with code {exit_code}; the peak covers only what ran before it failed"
         )
+    else:
+        return None
+    return Diagnostic(code=code, severity="error", metric="rss.peak", message=message + shown)
+
+
+def _section(
+    argv: list[str], run: _ChildRun, limit: float, interval: float, peak: MetricResult
+) -> RssSection:
+    sampler = run.sampler
+    floor = run.launcher["floor_bytes"] if run.launcher is not None else None
+    exit_code, killed_by = _exit_status(run)
+    tree_scope, tree_method = "process_tree_rss", "psutil_sampling"
     tree = (
-        MetricResult.partial(
-            sampler.tree_peak, unit=unit, scope="process_tree_rss", method="psutil_sampling"
-        )
+        MetricResult.partial(sampler.tree_peak, unit="bytes", scope=tree_scope, method=tree_method)
         if sampler.tree_samples
-        else MetricResult.unavailable(unit=unit, scope="process_tree_rss", method="psutil_sampling")
+        else MetricResult.unavailable(unit="bytes", scope=tree_scope, method=tree_method)
     )
     detail = (
         "peak = max(wait4 ru_maxrss of the command forked from a small launcher, sampled "
         f"VmHWM, phase VmHWM marks); launcher floor {floor} bytes; sampling every "
-        f"{sample_interval:g} s ({sampler.samples} samples); tree peak = sum of RSS over all "
-        f"descendants sampled every {TREE_EVERY * sample_interval:g} s ({sampler.tree_samples} "
+        f"{interval:g} s ({sampler.samples} samples); tree peak = sum of RSS over all "
+        f"descendants sampled every {TREE_EVERY * interval:g} s ({sampler.tree_samples} "
         "samples, lower bound)"
     )
-    section = RssSection(
+    return RssSection(
         peak=peak,
         command=argv,
         exit_code=exit_code,
-        wall_time_s=wall,
-        timed_out=timed_out,
+        wall_time_s=run.wall,
+        timed_out=run.timed_out,
         timeout_s=limit,
-        phases=phases,
+        phases=run.phases,
         method_detail=detail,
         tree_peak=tree,
         samples=sampler.samples,
-        sample_interval_s=sample_interval,
+        sample_interval_s=interval,
         signal=killed_by,
     )
+
+
+def measure_peak_rss(
+    command: Sequence[str],
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    sample_interval: float = DEFAULT_SAMPLE_INTERVAL_S,
+    name: str | None = None,
+) -> BenchmarkReport:
+    """Run ``command`` (a list of strings) as a fresh child; report its peak RSS from the OS.
+
+    ``env`` replaces the environment (as in subprocess; None inherits it); ``timeout`` is in
+    seconds, after which the whole process group is killed. Never hangs, never invents a
+    number: incomplete runs give ``partial``/``unavailable`` plus a diagnostic. Never leaves
+    the child behind: an exception, Ctrl-C, SIGTERM or SIGHUP of this process kills its
+    process group first.
+    """
+    argv, limit, workdir, environment = validate_rss_options(
+        command, timeout, cwd, env, sample_interval
+    )
+    diagnostics: list[Diagnostic] = []
+    try:
+        run = _run_child(argv, limit, workdir, environment, sample_interval, diagnostics)
+    except _FatalSignal as fatal:  # the child is gone and the handlers restored: die of it
+        os.kill(os.getpid(), fatal.number)
+        raise
+    exit_code, killed_by = _exit_status(run)
+    ok = not run.timed_out and exit_code == 0 and killed_by is None
+    peak = _peak(run, ok, diagnostics)
+    failure = _failure(argv, run, limit, exit_code, killed_by)
+    if failure is not None:
+        diagnostics.append(failure)
     return BenchmarkReport(
         provenance=build_provenance(),
         name=name,
         execution=_child_execution(),
-        rss=section,
+        rss=_section(argv, run, limit, sample_interval, peak),
         diagnostics=diagnostics,
     )
 
@@ -464,6 +574,15 @@ def _child_execution() -> ExecutionRecord:
         grad_enabled=torch.is_grad_enabled(),
         calls={},
     )
+
+
+def _kill_now(pgid: int, sampler: _Sampler) -> None:
+    """SIGKILL the process group and every known descendant, without waiting (signal-safe)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    for process in list(sampler.known.values()):
+        with contextlib.suppress(psutil.Error):
+            process.kill()
 
 
 def _kill_group_quietly(pgid: int, sampler: _Sampler) -> None:

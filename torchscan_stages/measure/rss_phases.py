@@ -31,9 +31,14 @@ import time
 PHASE_FILE_ENV = "TORCHSCAN_STAGES_RSS_PHASE_FILE"
 
 
-def _proc_status_bytes(field: str) -> int | None:
+def proc_status_bytes(field: str, pid: int | str = "self") -> int | None:
+    """A ``kB`` field of ``/proc/PID/status`` (``VmHWM``, ``VmRSS``) in bytes; None off Linux.
+
+    The one parser of these fields: the measuring parent samples its child with it and the
+    rss launcher embeds its source, so it must use nothing but builtins.
+    """
     try:
-        with open("/proc/self/status", encoding="ascii") as handle:
+        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
             for line in handle:
                 if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
@@ -42,7 +47,8 @@ def _proc_status_bytes(field: str) -> int | None:
     return None
 
 
-def _ru_maxrss_bytes() -> int | None:
+def ru_maxrss_bytes() -> int | None:
+    """This process's peak RSS from ``getrusage`` in bytes (kB on Linux, bytes on macOS)."""
     try:
         import resource
     except ImportError:  # Windows
@@ -70,15 +76,15 @@ def mark_phase(name: str) -> dict[str, object]:
     if not isinstance(name, str) or not name.strip() or "\n" in name:
         raise ValueError(f"mark_phase: name must be a non-empty one-line string, got {name!r}")
     target = os.environ.get(PHASE_FILE_ENV)
-    peak = _proc_status_bytes("VmHWM")
+    peak = proc_status_bytes("VmHWM")
     method = "vmhwm"
     if peak is None:
-        peak = _ru_maxrss_bytes()
+        peak = ru_maxrss_bytes()
         method = "ru_maxrss"
     record: dict[str, object] = {
         "name": name,
         "peak_bytes": peak,
-        "rss_bytes": _proc_status_bytes("VmRSS"),
+        "rss_bytes": proc_status_bytes("VmRSS"),
         "method": method,
         "reset": False,
         "time": time.monotonic(),

@@ -52,6 +52,24 @@ def relative_iqr(values: Sequence[float]) -> float:
     return (q3 - q1) / median if median > 0 else math.inf
 
 
+def median_precision(values: Sequence[float]) -> float:
+    """Relative half-width of a distribution-free 95% interval of the median.
+
+    The interval runs between the order statistics of ranks n/2 -/+ 0.98 sqrt(n) (the
+    binomial's normal approximation: 1.96 sqrt(n) / 2); infinite when fewer than 2 values
+    or a zero median leave nothing to judge.
+    """
+    data = _checked(values, "values")
+    n = len(data)
+    middle = quantile(data, 0.5)
+    if n < 2 or middle <= 0:
+        return math.inf
+    spread = 0.98 * math.sqrt(n)
+    low = max(0, math.floor(n / 2 - spread))
+    high = min(n - 1, math.ceil(n / 2 + spread) - 1)
+    return (data[high] - data[low]) / 2 / middle
+
+
 @dataclass(frozen=True)
 class Summary:
     """Descriptive statistics of one sample set."""

@@ -5,41 +5,30 @@ is the workload's first call in this function) and without any hook, dispatch mo
 profiler; then tracked memory, operator FLOPs, the profiler, and the fresh-process RSS
 command. Each pass's number of workload calls is recorded in ``execution.calls``. The
 callable's side effects (optimizer steps, counters) happen for every call and are not
-undone. Measurement code returns reports; only this module's summary and progress print.
+undone. Measurement code returns reports; the summary's text comes from render.text and
+only this function prints it (with progress lines).
 """
 
 from __future__ import annotations
 
-import inspect
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import torch
 
 from ..devices import check_workload, execution_record, resolve_device
 from ..provenance import build_provenance
-from ..report import BenchmarkReport, Diagnostic, FlopReport, MetricResult
+from ..render.text import MARKERS, benchmark_summary
+from ..report import BenchmarkReport, Diagnostic, FlopReport, HostState
 from ..workload_type import Workload
-from .latency import run_latency, validate_latency_options
+from .latency import run_latency
+from .latency_options import MEASURE_DEFAULTS, LatencyOptions, validate_work
 from .memory import run_peak_memory
 from .profile import DEFAULT_ROW_LIMIT, run_profile, validate_profile_options
 from .rss import DEFAULT_TIMEOUT_S, measure_peak_rss, validate_rss_options
-
-_LATENCY_OPTIONS = frozenset(
-    {
-        "warmup",
-        "min_run_time",
-        "max_run_time",
-        "min_block_time",
-        "min_blocks",
-        "target_relative_iqr",
-        "noise_threshold",
-        "clock",
-    }
-)
-MARKERS = {"complete": "[ok]", "partial": "[>= partial]", "unavailable": "[n/a]"}
 
 
 def _progress_stream(progress: bool | TextIO | None) -> TextIO | None:
@@ -52,117 +41,17 @@ def _progress_stream(progress: bool | TextIO | None) -> TextIO | None:
     return progress
 
 
-def _number(value: float, unit: str) -> str:
-    """Human-readable number with a binary (bytes) or decimal prefix."""
-    if unit == "bytes":
-        scaled = float(value)
-        for prefix in ("B", "KiB", "MiB", "GiB", "TiB"):
-            if abs(scaled) < 1024 or prefix == "TiB":
-                return f"{scaled:.1f} {prefix}" if prefix != "B" else f"{int(scaled)} B"
-            scaled /= 1024
-    if unit == "s":
-        for factor, suffix in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
-            if abs(value) >= factor or suffix == "us":
-                return f"{value / factor:.3f} {suffix}"
-    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.3f} {prefix}{unit}"
-    return f"{value:.4g} {unit}"
-
-
-def _line(label: str, result: MetricResult, extra: str = "") -> str:
-    marker = MARKERS[result.status]
-    if result.status == "complete" and result.value is not None:
-        shown = _number(result.value, result.unit)
-    elif result.status == "partial" and result.known_value is not None:
-        shown = ">= " + _number(result.known_value, result.unit) + " (lower bound)"
-    else:
-        shown = "unavailable"
-    tail = f"  {extra}" if extra else ""
-    return f"  {marker:<13}{label:<28}{shown}  [{result.scope}; {result.method}]{tail}"
-
-
-def _grad_text(caller: bool, workload: bool | None) -> str:
-    """Grad mode as the workload's operators saw it, when a pass observed it."""
-    if workload is None:
-        return f"{'on' if caller else 'off'} (caller; the workload's own mode not observed)"
-    return f"{'on' if workload else 'off'} (observed in the workload)"
-
-
-def format_summary(report: BenchmarkReport) -> str:
-    """A person-readable summary of a BenchmarkReport (never parse it: use the JSON)."""
-    ex = report.execution
-    lines = [
-        f"BenchmarkReport {report.name or '(unnamed)'}: device {ex.device}, threads "
-        f"{ex.num_threads} (interop {ex.num_interop_threads}), grad "
-        f"{_grad_text(ex.grad_enabled, ex.workload_grad_enabled)}, "
-        f"precision {ex.precision or 'not declared'}, "
-        f"training {'not declared' if ex.training is None else ex.training}",
-        f"  one call = {report.work_units:g} {report.unit}; workload calls per pass: "
-        + (", ".join(f"{k}={v}" for k, v in ex.calls.items()) or "none"),
-    ]
-    if report.latency is not None:
-        lat = report.latency
-        lines.append(_line("first-call latency", lat.first_call))
-        extra = ""
-        if lat.stats is not None:
-            extra = (
-                f"IQR/median {lat.stats.iqr / lat.stats.median:.2%}, "
-                if lat.stats.median > 0
-                else ""
-            ) + f"{lat.stats.blocks} blocks x {lat.stats.calls_per_block} calls"
-        if any(d.code == "latency_noisy" for d in report.diagnostics):
-            extra += "  ! NOISY, see diagnostics"
-        lines.append(_line("warmed latency (median)", lat.warmed, extra))
-        lines.append(_line("throughput", lat.throughput))
-    if report.memory is not None:
-        for result in report.memory.results:
-            lines.append(_line(f"peak {result.scope}", result))
-    if report.flops is not None:
-        lines.append(_line("operator FLOPs (one call)", report.flops.total))
-        if report.flops.product_flops is not None:
-            lines.append(_line("  of which tensor products", report.flops.product_flops))
-    if report.profile is not None:
-        prof = report.profile
-        lines.append(f"  [instrumented] profiler, top operators by {prof.sort_by} (not latency):")
-        for op in prof.operators[:5]:
-            lines.append(
-                f"      {op.name:<32} calls {op.calls:<5} "
-                f"self CPU {_number(op.self_cpu_time_s, 's')}"
-            )
-    if report.rss is not None:
-        rss = report.rss
-        lines.append(
-            _line(
-                "peak RSS (fresh process)",
-                rss.peak,
-                f"exit {rss.exit_code}, {rss.wall_time_s:.2f} s",
-            )
-        )
-        for phase in rss.phases:
-            lines.append(_line(f"  phase {phase.name}", phase.peak_rss))
-    diagnostics = list(report.diagnostics)
-    if diagnostics:
-        lines.append("  diagnostics:")
-        for diagnostic in diagnostics:
-            where = f" ({diagnostic.metric})" if diagnostic.metric else ""
-            lines.append(
-                f"    ! {diagnostic.severity} {diagnostic.code}{where}: {diagnostic.message}"
-            )
-    lines.append("  scopes differ and are never summed; JSON is the machine interface")
-    return "\n".join(lines)
+# The printout lives with the other text formatting; this name stays for its callers.
+format_summary = benchmark_summary
 
 
 def _validate(
     workload: object,
     flags: Mapping[str, object],
-    work_units: object,
-    unit: object,
     name: object,
-    latency_options: Mapping[str, Any] | None,
     precision: object,
     training: object,
-) -> dict[str, Any]:
+) -> None:
     check_workload(workload)
     for key, value in flags.items():
         if not isinstance(value, bool):
@@ -173,24 +62,75 @@ def _validate(
         raise TypeError(f"precision must be a str (e.g. 'float32') or None, got {precision!r}")
     if training is not None and not isinstance(training, bool):
         raise TypeError(f"training must be True, False or None, got {training!r}")
-    options = dict(latency_options or {})
-    unknown = sorted(set(options) - _LATENCY_OPTIONS)
-    if unknown:
-        raise ValueError(
-            f"latency_options has unknown key(s) {unknown}; allowed: {sorted(_LATENCY_OPTIONS)}"
+
+
+@dataclass
+class _Passes:
+    """What the passes produced so far: report sections, calls, diagnostics, host state."""
+
+    workload: Workload
+    device: torch.device
+    parts: dict[str, Any] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    observed_grad: bool | None = None
+    host: HostState | None = None
+
+    def latency(self, options: LatencyOptions, work_units: float, unit: str, note: Any) -> str:
+        run = run_latency(
+            self.workload,
+            options,
+            work_units=work_units,
+            unit=unit,
+            device=self.device,
+            progress=note,
         )
-    defaults = {
-        k: p.default
-        for k, p in inspect.signature(run_latency).parameters.items()
-        if k in _LATENCY_OPTIONS
-    }
-    merged = {**defaults, **options}
-    validate_latency_options(
-        work_units=work_units,  # type: ignore[arg-type]
-        unit=unit,  # type: ignore[arg-type]
-        **{k: v for k, v in merged.items()},
-    )
-    return merged
+        self.parts["latency"] = run.section
+        self.diagnostics += run.diagnostics
+        self.calls["latency"] = run.calls
+        self.host = run.host
+        return MARKERS[run.section.warmed.status]
+
+    def memory(self) -> str:
+        mem = run_peak_memory(self.workload, self.device)
+        self._grad(mem.grad_enabled)
+        self.parts["memory"] = mem.section
+        self.diagnostics += mem.diagnostics
+        self.calls["memory"] = mem.calls
+        return " ".join(MARKERS[r.status] for r in mem.section.results)
+
+    def flops(self) -> str:
+        flop_report, grad = _run_flops(self.workload, self.diagnostics)
+        self._grad(grad)
+        self.parts["flops"] = flop_report
+        self.calls["flops"] = flop_report.workload_calls
+        return MARKERS[flop_report.total.status]
+
+    def profile(self, row_limit: int, trace_path: str | None) -> str:
+        prof = run_profile(self.workload, self.device, row_limit=row_limit, trace_path=trace_path)
+        self.parts["profile"] = prof.section
+        self.diagnostics += prof.diagnostics
+        self.calls["profile"] = prof.calls
+        return "[instrumented]"
+
+    def rss(self, argv: list[str], timeout: float) -> str:
+        rss_report = measure_peak_rss(argv, timeout=timeout)
+        self.parts["rss"] = rss_report.rss
+        self.diagnostics += rss_report.diagnostics
+        return MARKERS[rss_report.rss.peak.status] if rss_report.rss else "[n/a]"
+
+    def _grad(self, grad: bool | None) -> None:
+        if self.observed_grad is None:
+            self.observed_grad = grad
+
+
+def _notifier(stream: TextIO | None) -> Callable[[str], None]:
+    def note(message: str) -> None:
+        if stream is not None:
+            stream.write(f"[measure_workload] {message}\n")
+            stream.flush()
+
+    return note
 
 
 def measure_workload(
@@ -209,7 +149,7 @@ def measure_workload(
     file: TextIO | None = None,
     precision: str | None = None,
     training: bool | None = None,
-    latency_options: Mapping[str, Any] | None = None,
+    latency_options: Mapping[str, Any] | LatencyOptions | None = None,
     rss_timeout: float = DEFAULT_TIMEOUT_S,
     profile_row_limit: int = DEFAULT_ROW_LIMIT,
     profile_trace_path: str | None = None,
@@ -219,114 +159,52 @@ def measure_workload(
     ``progress`` (True = stderr, False = silent, or a text file) reports each pass as it
     starts and ends; the summary goes to ``file`` (stdout by default). ``precision`` and
     ``training`` are declarations recorded as given (the workload owns them).
-    ``latency_options`` forwards measure_latency's tuning keywords. ``rss_command`` runs
-    as a fresh child (see measure_peak_rss) and must rebuild the workload by itself.
+    ``latency_options`` is a :class:`LatencyOptions` or a mapping of its field names
+    (measure_latency's tuning keywords). ``rss_command`` runs as a fresh child (see
+    measure_peak_rss) and must rebuild the workload by itself.
     """
-    options = _validate(
-        workload,
-        {"flops": flops, "memory": memory, "latency": latency, "profile": profile},
-        work_units,
-        unit,
-        name,
-        latency_options,
-        precision,
-        training,
-    )
+    flags = {"flops": flops, "memory": memory, "latency": latency, "profile": profile}
+    _validate(workload, flags, name, precision, training)
+    validate_work(work_units, unit)
+    options = LatencyOptions.from_mapping(latency_options, base=MEASURE_DEFAULTS)
     validate_profile_options(profile_row_limit, "self_cpu_time_total", profile_trace_path, 1)
     rss_argv: list[str] | None = None
     if rss_command is not None:
         rss_argv = validate_rss_options(rss_command, rss_timeout, None, None, 0.02)[0]
-    resolved = resolve_device(device)
-    stream = _progress_stream(progress)
+    note = _notifier(_progress_stream(progress))
     out = file if file is not None else sys.stdout
-
-    passes = [
-        p
-        for p, on in (
-            ("latency", latency),
-            ("memory", memory),
-            ("flops", flops),
-            ("profile", profile),
-            ("rss", rss_argv is not None),
-        )
-        if on
+    done = _Passes(workload, resolve_device(device))
+    steps: list[tuple[str, Callable[[], str]]] = [
+        ("latency", lambda: done.latency(options, work_units, unit, note)),
+        ("memory", done.memory),
+        ("flops", done.flops),
+        ("profile", lambda: done.profile(profile_row_limit, profile_trace_path)),
+        ("rss", lambda: done.rss(rss_argv or [], rss_timeout)),
     ]
-    calls: dict[str, int] = {}
-    diagnostics: list[Diagnostic] = []
-    report_parts: dict[str, Any] = {}
-    observed_grad: bool | None = None
-
-    def note(message: str) -> None:
-        if stream is not None:
-            stream.write(f"[measure_workload] {message}\n")
-            stream.flush()
-
-    for index, pass_name in enumerate(passes, start=1):
-        note(f"({index}/{len(passes)}) {pass_name} ...")
+    chosen = {**flags, "rss": rss_argv is not None}
+    selected = [(pass_name, step) for pass_name, step in steps if chosen[pass_name]]
+    for index, (pass_name, step) in enumerate(selected, start=1):
+        note(f"({index}/{len(selected)}) {pass_name} ...")
         started = time.perf_counter()
-        status = "done"
-        if pass_name == "latency":
-            run = run_latency(
-                workload,
-                work_units=work_units,
-                unit=unit,
-                device=resolved,
-                progress=note,
-                **options,
-            )
-            report_parts["latency"] = run.section
-            diagnostics += run.diagnostics
-            calls["latency"] = run.calls
-            status = MARKERS[run.section.warmed.status]
-        elif pass_name == "memory":
-            mem = run_peak_memory(workload, resolved)
-            if observed_grad is None:
-                observed_grad = mem.grad_enabled
-            report_parts["memory"] = mem.section
-            diagnostics += mem.diagnostics
-            calls["memory"] = mem.calls
-            status = " ".join(MARKERS[r.status] for r in mem.section.results)
-        elif pass_name == "flops":
-            flop_report, flops_grad = _run_flops(workload, diagnostics)
-            if observed_grad is None:
-                observed_grad = flops_grad
-            report_parts["flops"] = flop_report
-            calls["flops"] = flop_report.workload_calls
-            status = MARKERS[flop_report.total.status]
-        elif pass_name == "profile":
-            prof = run_profile(
-                workload, resolved, row_limit=profile_row_limit, trace_path=profile_trace_path
-            )
-            report_parts["profile"] = prof.section
-            diagnostics += prof.diagnostics
-            calls["profile"] = prof.calls
-            status = "[instrumented]"
-        else:
-            assert rss_argv is not None
-            rss_report = measure_peak_rss(rss_argv, timeout=rss_timeout)
-            report_parts["rss"] = rss_report.rss
-            diagnostics += rss_report.diagnostics
-            status = MARKERS[rss_report.rss.peak.status] if rss_report.rss else "[n/a]"
-        note(
-            f"({index}/{len(passes)}) {pass_name} {status} in {time.perf_counter() - started:.2f} s"
-        )
-
+        status = step()
+        took = time.perf_counter() - started
+        note(f"({index}/{len(selected)}) {pass_name} {status} in {took:.2f} s")
     report = BenchmarkReport(
-        provenance=build_provenance(),
+        provenance=build_provenance(host=done.host),
         name=name,
         work_units=work_units,
         unit=unit,
         execution=execution_record(
-            resolved,
-            calls,
+            done.device,
+            done.calls,
             precision=precision,
             training=training,
-            workload_grad_enabled=observed_grad,
+            workload_grad_enabled=done.observed_grad,
         ),
-        diagnostics=diagnostics,
-        **report_parts,
+        diagnostics=done.diagnostics,
+        **done.parts,
     )
-    out.write(format_summary(report) + "\n")
+    out.write(benchmark_summary(report) + "\n")
     out.flush()
     return report
 

@@ -2,27 +2,72 @@
 
 python -m torchscan_stages.pipeline.compose            # write params.yaml
 python -m torchscan_stages.pipeline.compose --check    # exit 1 when params.yaml drifted
-python -m torchscan_stages.pipeline.compose model=transformer input=tokens
+python -m torchscan_stages.pipeline.compose --set-default model=gpt2 input=hf_tokens
+python -m torchscan_stages.pipeline.compose model=transformer --output /tmp/preview.yaml
+
+params.yaml is always the composition of conf/ as it stands, so the drift check stays
+green: switching the default model is an edit of ``conf/config.yaml``'s defaults list
+(``--set-default`` makes it, keeping comments), never a one-off override in params.yaml.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
-from .loader import PARAMS_FILE, compose_yaml, find_conf_dir
+from .loader import CONFIG_NAME, PARAMS_FILE, compose_yaml, find_conf_dir
 from .schema import ConfigError
+
+
+def set_defaults(conf_dir: Path, choices: list[str]) -> None:
+    """Rewrite ``- GROUP: OPTION`` lines of conf/config.yaml's defaults list in place."""
+    path = conf_dir / f"{CONFIG_NAME}.yaml"
+    text = path.read_text(encoding="utf-8")
+    for choice in choices:
+        group, sep, option = choice.partition("=")
+        if not sep or not group or not option or "." in group:
+            raise ConfigError(f"--set-default {choice!r}: expected GROUP=OPTION, e.g. model=gpt2")
+        if not (conf_dir / group / f"{option}.yaml").exists():
+            raise ConfigError(
+                f"--set-default {choice!r}: no {conf_dir / group / option}.yaml; "
+                f"write it first (see docs/pipeline.md)"
+            )
+        line = re.compile(rf"^(\s*-\s*{re.escape(group)}\s*:\s*)(\S+)(.*)$", re.M)
+        if line.search(text) is None:
+            raise ConfigError(f"--set-default {choice!r}: {path} has no '- {group}: ...' default")
+        match = line.search(text)
+        assert match is not None
+        text = f"{text[: match.start(2)]}{option}{text[match.end(2) :]}"
+    from ..report import atomic_write_text
+
+    atomic_write_text(path, text)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torchscan_stages.pipeline.compose")
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. precision=bf16")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides (needs --output)")
     parser.add_argument("--check", action="store_true", help="only report drift (exit 1)")
     parser.add_argument("--output", default=None, help=f"default: <repo>/{PARAMS_FILE}")
+    parser.add_argument(
+        "--set-default",
+        nargs="+",
+        metavar="GROUP=OPTION",
+        default=[],
+        help="switch conf/config.yaml's default (e.g. model=gpt2), then write params.yaml",
+    )
     args = parser.parse_args(argv)
     try:
         conf_dir = find_conf_dir()
+        if args.overrides and args.output is None:
+            raise ConfigError(
+                f"overrides {args.overrides} would make params.yaml differ from conf/ (the "
+                "drift check fails); to switch the default use --set-default GROUP=OPTION, "
+                "to preview a composition use --output FILE"
+            )
+        if args.set_default:
+            set_defaults(conf_dir, args.set_default)
         text = compose_yaml(args.overrides, conf_dir=conf_dir)
     except ConfigError as error:
         print(f"compose: {error}", file=sys.stderr)
@@ -42,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         from ..report import atomic_write_text
 
         atomic_write_text(target, text)
+    print(f"compose: {target} {'updated' if current != text else 'unchanged'}")
     return 0
 
 

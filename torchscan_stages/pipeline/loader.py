@@ -36,6 +36,11 @@ def read_params(path: str | os.PathLike[str] = PARAMS_FILE) -> dict[str, Any]:
         )
     try:
         data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{file}: not UTF-8 text (byte {error.object[error.start]:#04x} at offset "
+            f"{error.start}); save it as UTF-8"
+        ) from None
     except yaml.YAMLError as error:
         raise ConfigError(f"{file}: malformed YAML ({' '.join(str(error).split())})") from None
     if not isinstance(data, dict):

@@ -1,6 +1,7 @@
 """The fresh child of the rss stage: rebuild the same workload, run it once, mark phases.
 
-    python -m torchscan_stages.pipeline.rss_child '<validated config as JSON>'
+    python -m torchscan_stages.pipeline.rss_child --config-file CONFIG.json
+    python -m torchscan_stages.pipeline.rss_child '<validated config as JSON>'   # small ones
 
 It validates the config with the same schema and builds the workload with the same builder
 as every other stage, so the parent measures the process-level cost of exactly that run:
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,11 +24,19 @@ def main(argv: list[str] | None = None) -> int:
 
     mark_phase("import")
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("rss_child: expected one argument, the config as JSON", file=sys.stderr)
+    if len(args) == 2 and args[0] == "--config-file":
+        try:
+            text = Path(args[1]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            print(f"rss_child: cannot read --config-file {args[1]}: {error}", file=sys.stderr)
+            return 2
+    elif len(args) == 1:
+        text = args[0]
+    else:
+        print("rss_child: expected --config-file PATH (or the config as JSON)", file=sys.stderr)
         return 2
     try:
-        config = validate_config(json.loads(args[0]))
+        config = validate_config(json.loads(text))
         torch.set_num_threads(config.threads)
         workload = build_workload(config)
     except (ConfigError, json.JSONDecodeError) as error:

@@ -8,10 +8,13 @@ exit status 2, before anything is written, so previous outputs stay untouched.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,13 +30,20 @@ EXIT_CONFIG_ERROR = 2
 
 @dataclass
 class StageContext:
-    """One stage run: validated config, the raw section it reads, where outputs go."""
+    """One stage run: validated config, the raw section it reads, where outputs go.
+
+    Reports, metrics and plot data are staged, not written: the runner writes them all
+    together once the body has finished (see :func:`commit_outputs`), so a failure to write
+    one never leaves a new report beside old metrics.
+    """
 
     stage: str
     config: PipelineConfig
     section: dict[str, Any]
     output_dir: Path
     run: RunContext
+    headline: list[str] = field(default_factory=list)
+    pending: dict[Path, str] = field(default_factory=dict)
 
     def report_path(self, name: str | None = None) -> Path:
         return self.output_dir / "reports" / f"{name or self.stage}.json"
@@ -41,15 +51,55 @@ class StageContext:
     def metrics_path(self, name: str | None = None) -> Path:
         return self.output_dir / "metrics" / f"{name or self.stage}.json"
 
+    def plot_path(self, name: str) -> Path:
+        return self.output_dir / "plots" / f"{name}.json"
+
     def write_report(self, report: _Report, name: str | None = None) -> Path:
-        return report.save(self.report_path(name))
+        path = self.report_path(name)
+        self.pending[path] = report.model_dump_json(indent=2) + "\n"
+        return path
 
     def write_metrics(self, values: dict[str, Any], name: str | None = None) -> Path:
         """Flat metrics (DVC ``metrics``): complete numbers only, sorted stable keys."""
-        from ..report import atomic_write_text
-
         flat = {key: values[key] for key in sorted(values) if values[key] is not None}
-        return atomic_write_text(self.metrics_path(name), json.dumps(flat, indent=2) + "\n")
+        path = self.metrics_path(name)
+        self.pending[path] = json.dumps(flat, indent=2) + "\n"
+        return path
+
+    def write_plot(self, rows: list[dict[str, Any]], name: str) -> Path:
+        """DVC plots data: a JSON list of flat rows (complete values only)."""
+        path = self.plot_path(name)
+        self.pending[path] = json.dumps(rows, indent=1) + "\n"
+        return path
+
+
+def commit_outputs(pending: dict[Path, str]) -> list[Path]:
+    """Write every staged output to a temporary file first, then rename them all.
+
+    If any temporary file cannot be written (an unwritable ``metrics/``, a full disk),
+    nothing is renamed and every earlier output stays as it was.
+    """
+    staged: list[tuple[str, Path]] = []
+    mask = os.umask(0)
+    os.umask(mask)
+    try:
+        for path, text in pending.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            staged.append((tmp, path))
+            os.fchmod(fd, 0o666 & ~mask)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+    except BaseException:
+        for tmp, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
+    for tmp, path in staged:
+        os.replace(tmp, path)
+    return [path for _, path in staged]
 
 
 def complete_value(result: MetricResult | None) -> float | int | None:
@@ -80,28 +130,52 @@ def run_context(stage: str, raw: dict[str, Any], keys: tuple[str, ...]) -> RunCo
     )
 
 
-def _execute(
-    stage: str,
-    keys: tuple[str, ...],
-    required: tuple[str, ...],
-    body: Callable[[StageContext], None],
-    raw: dict[str, Any],
-    output_dir: Path,
-) -> None:
-    from ..provenance import set_run_context
+@dataclass(frozen=True)
+class StageSpec:
+    """What a stage is: its name, the config keys it reads, its body and its help."""
 
-    config = validate_config(raw, required=required)
-    run = run_context(stage, raw, keys)
+    stage: str
+    keys: tuple[str, ...]
+    body: Callable[[StageContext], None]
+    required: tuple[str, ...] = ()
+    about: str = ""
+    writes: tuple[str, ...] = ()
+
+
+def _execute(spec: StageSpec, raw: dict[str, Any], output_dir: Path) -> str:
+    """Validate, run the body, write its outputs together; returns the result line."""
+    from ..provenance import set_run_context
+    from .feedback import result_line
+
+    config = validate_config(raw, required=spec.required)
+    run = run_context(spec.stage, raw, spec.keys)
     set_run_context(run)
     try:
-        body(StageContext(stage, config, config_section(raw, keys), output_dir, run))
+        ctx = StageContext(spec.stage, config, config_section(raw, spec.keys), output_dir, run)
+        spec.body(ctx)
     finally:
         set_run_context(None)
+    try:
+        written = commit_outputs(ctx.pending)
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename else ""
+        raise OutputError(
+            f"cannot write outputs{where}: {error.strerror or error}; "
+            "nothing was replaced, the previous reports and metrics stay"
+        ) from None
+    return result_line(spec.stage, ctx.headline, written)
 
 
-def _fail(stage: str, error: ConfigError) -> int:
+class OutputError(RuntimeError):
+    """The stage's outputs could not be written (nothing was replaced)."""
+
+
+EXIT_OUTPUT_ERROR = 1
+
+
+def _fail(stage: str, error: Exception) -> int:
     print(f"{stage}: {error}", file=sys.stderr)
-    return EXIT_CONFIG_ERROR
+    return EXIT_OUTPUT_ERROR if isinstance(error, OutputError) else EXIT_CONFIG_ERROR
 
 
 def run_stage(
@@ -111,25 +185,38 @@ def run_stage(
     argv: Sequence[str] | None = None,
     *,
     required: tuple[str, ...] = (),
+    about: str = "",
+    writes: tuple[str, ...] = (),
 ) -> int:
     """Run a stage under DVC (params.yaml) or as a Hydra app (overrides, ``-m``)."""
+    spec = StageSpec(stage, keys, body, required, about, writes)
     args = list(sys.argv[1:] if argv is None else argv)
+    if any(arg in ("-h", "--help") for arg in args):
+        from .feedback import help_text
+
+        print(help_text(stage, about, keys, writes or (f"reports/{stage}.json",)))
+        return 0
     if under_dvc(args):
         try:
-            _execute(stage, keys, required, body, read_params(), Path.cwd())
-        except ConfigError as error:
+            print(_execute(spec, read_params(), Path.cwd()), flush=True)
+        except (ConfigError, OutputError) as error:
             return _fail(stage, error)
         return 0
-    return _run_hydra(stage, keys, required, body, args)
+    return _run_hydra(spec, args)
 
 
-def _run_hydra(
-    stage: str,
-    keys: tuple[str, ...],
-    required: tuple[str, ...],
-    body: Callable[[StageContext], None],
-    args: list[str],
-) -> int:
+def _emit(line: str) -> None:
+    """Print the result line; under Hydra's job logging it also goes to the job's log file."""
+    import logging
+
+    logger = logging.getLogger("torchscan_stages.stages")
+    if logging.getLogger().handlers:
+        logger.info(line)
+    else:  # hydra/job_logging=disabled: nothing would show it
+        print(line, flush=True)
+
+
+def _run_hydra(spec: StageSpec, args: list[str]) -> int:
     import hydra
     from hydra.core.hydra_config import HydraConfig
 
@@ -138,22 +225,22 @@ def _run_hydra(
     try:
         conf_dir = find_conf_dir()
     except ConfigError as error:
-        return _fail(stage, error)
+        return _fail(spec.stage, error)
 
     def task(cfg: Any) -> str:
         output_dir = Path(HydraConfig.get().runtime.output_dir)
         try:
-            _execute(stage, keys, required, body, to_plain(cfg), output_dir)
-        except ConfigError as error:
-            raise SystemExit(_fail(stage, error)) from None
+            _emit(_execute(spec, to_plain(cfg), output_dir))
+        except (ConfigError, OutputError) as error:
+            raise SystemExit(_fail(spec.stage, error)) from None
         return str(output_dir)
 
     saved = sys.argv
     named = any(a.startswith("hydra.job.name=") for a in args)
     # Appended, not prepended: argparse cannot resume positionals after a flag such as -m.
-    sys.argv = [f"torchscan_stages.stages.{stage}", *args]
+    sys.argv = [f"torchscan_stages.stages.{spec.stage}", *args]
     if not named:
-        sys.argv.append(f"hydra.job.name={stage}")
+        sys.argv.append(f"hydra.job.name={spec.stage}")
     try:
         hydra.main(config_path=str(conf_dir), config_name=CONFIG_NAME, version_base=None)(task)()
     finally:
@@ -167,9 +254,11 @@ def stage_main(
     body: Callable[[StageContext], None],
     *,
     required: tuple[str, ...] = (),
+    about: str = "",
+    writes: tuple[str, ...] = (),
 ) -> None:
     """``if __name__ == "__main__"`` entry: exit with the stage's status."""
-    sys.exit(run_stage(stage, keys, body, required=required))
+    sys.exit(run_stage(stage, keys, body, required=required, about=about, writes=writes))
 
 
 def budget_outcome(
@@ -215,9 +304,13 @@ def record_execution(report: Any, precision: Any) -> None:
 
 __all__ = [
     "EXIT_CONFIG_ERROR",
+    "EXIT_OUTPUT_ERROR",
     "WORKLOAD_KEYS",
+    "OutputError",
     "StageContext",
+    "StageSpec",
     "budget_outcome",
+    "commit_outputs",
     "complete_value",
     "read_params",
     "record_execution",

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 MISSING = "???"
+SEED_MAX = 2**63 - 1
 
 Dtype = Literal["float32", "bfloat16", "float16"]
 
@@ -39,7 +40,7 @@ class ModelConfig(FactoryConfig):
 
 
 class InputConfig(FactoryConfig):
-    """The factory returns a tuple of positional inputs (or one tensor)."""
+    """The factory returns positional inputs (a tuple or one tensor) or keyword inputs (a dict)."""
 
     work_units: float = Field(gt=0)
     unit: str = Field(min_length=1)
@@ -108,9 +109,9 @@ class MemorySettings(_Strict):
 class _Timing(_Strict):
     """Seconds, as measure_latency and compare_benchmarks take them."""
 
-    warmup: float = Field(ge=0)
-    min_run_time: float = Field(gt=0)
-    max_run_time: float = Field(gt=0)
+    warmup: float = Field(ge=0, allow_inf_nan=False)
+    min_run_time: float = Field(gt=0, allow_inf_nan=False)
+    max_run_time: float = Field(gt=0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _ordered(self) -> _Timing:
@@ -126,7 +127,7 @@ class LatencySettings(_Timing):
 
 
 class RssSettings(_Strict):
-    timeout: float = Field(gt=0)
+    timeout: float = Field(gt=0, allow_inf_nan=False)
 
 
 class ProfileSettings(_Strict):
@@ -137,11 +138,20 @@ class CompareSettings(_Timing):
     pass
 
 
+class PredictSettings(_Strict):
+    """The predict stage: which step to run on fake tensors and which allocator to model."""
+
+    mode: Literal["inference", "training"] = "training"
+    optimizer: Literal["adamw", "sgd", "none"] = "adamw"
+    device: Literal["cuda", "cpu"] = "cuda"
+    capacity_bytes: int | None = Field(default=None, gt=0)  # the owner's memory; no default
+
+
 class Budgets(_Strict):
     """Owner budgets; ``None`` means no budget (nothing is invented)."""
 
     peak_memory_bytes: int | None = Field(default=None, ge=0)
-    latency_median_s: float | None = Field(default=None, gt=0)
+    latency_median_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     peak_rss_bytes: int | None = Field(default=None, ge=0)
 
 
@@ -153,7 +163,8 @@ class PipelineConfig(_Strict):
     device: DeviceConfig
     precision: PrecisionConfig
     threads: int = Field(ge=1)
-    seed: int = Field(ge=0)
+    # torch.manual_seed takes at most 64 bits; a signed 63-bit range also fits numpy/C.
+    seed: int = Field(ge=0, le=SEED_MAX)
     crawl: CrawlSettings
     flops: FlopsSettings
     memory: MemorySettings
@@ -163,6 +174,7 @@ class PipelineConfig(_Strict):
     compare: CompareSettings
     candidate: CandidateConfig
     budgets: Budgets
+    predict: PredictSettings = PredictSettings()
 
 
 def _find_missing(node: Any, path: str) -> list[str]:
@@ -238,10 +250,27 @@ def validate_config(data: Any, *, required: tuple[str, ...] = ()) -> PipelineCon
     try:
         return PipelineConfig.model_validate(data)
     except ValidationError as error:
-        errors = error.errors()
+        # An unknown key first: a misspelt key also makes the right one "missing".
+        errors = sorted(error.errors(), key=lambda e: e["type"] != "extra_forbidden")
         first = _describe(dict(errors[0]), data)
+        if errors[0]["type"] == "extra_forbidden":
+            first += _suggestion(errors[0], errors)
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise ConfigError(f"invalid config: {first}{more}") from None
+
+
+def _suggestion(unknown: Any, errors: list[Any]) -> str:
+    """``; did you mean 'warmup'?`` when a missing sibling key is spelt close to the typo."""
+    import difflib
+
+    *parent, typo = (str(part) for part in unknown["loc"])
+    missing = [
+        str(e["loc"][-1])
+        for e in errors
+        if e["type"] == "missing" and [str(p) for p in e["loc"][:-1]] == parent
+    ]
+    close = difflib.get_close_matches(typo, missing, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def config_section(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

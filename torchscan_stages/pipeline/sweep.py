@@ -41,7 +41,8 @@ def _job_row(job_dir: Path, root: Path) -> dict[str, Any] | None:
     for metrics_file in sorted((job_dir / "metrics").glob("*.json")):
         values = json.loads(metrics_file.read_text(encoding="utf-8"))
         for key, value in values.items():
-            row[f"{metrics_file.stem}.{key}"] = value
+            # '_', not '.': a dot in a field name means a nested field to vega-lite (dvc plots)
+            row[f"{metrics_file.stem}_{key}"] = value
     for report_file in reports:
         document = json.loads(report_file.read_text(encoding="utf-8"))
         run = (document.get("provenance") or {}).get("run") or {}
@@ -65,7 +66,15 @@ def summarize_jobs(
 
     output_dir = Path(output_dir)
     rows = [row for d in sorted(job_dirs) if (row := _job_row(Path(d), output_dir)) is not None]
-    summary = {"title": title, "note": NOTE, "jobs": rows}
+    summary: dict[str, Any] = {"title": title, "note": NOTE, "jobs": rows}
+    overlaps = _overlapping_timings(rows, output_dir)
+    if overlaps:  # measured on one host at the same time: each disturbed the other
+        summary["overlapping_timings"] = overlaps
+        summary["warning"] = (
+            f"{len(overlaps)} pair(s) of timing jobs overlapped on one host; their latencies "
+            "include each other's load"
+        )
+        title = f"{title} - WARNING: {summary['warning']}"
     atomic_write_text(output_dir / SUMMARY_JSON, json.dumps(summary, indent=2) + "\n")
     report_paths = [output_dir / path for row in rows for path in row["reports"]]
     if report_paths:
@@ -73,6 +82,21 @@ def summarize_jobs(
 
         render_index(report_paths, output_dir / SUMMARY_HTML, title=f"{title} ({NOTE})")
     return summary
+
+
+def _overlapping_timings(rows: list[dict[str, Any]], root: Path) -> list[list[str]]:
+    """Report pairs whose timings overlapped on one host (from provenance.host)."""
+    from ..measure.host import overlapping_timings
+    from ..report import HostState
+
+    timings = []
+    for row in rows:
+        for path in row["reports"]:
+            document = json.loads((root / path).read_text(encoding="utf-8"))
+            host = (document.get("provenance") or {}).get("host")
+            if host:
+                timings.append((path, HostState.model_validate(host)))
+    return [list(pair) for pair in overlapping_timings(timings)]
 
 
 class SweepSummaryCallback:
@@ -94,7 +118,10 @@ class SweepSummaryCallback:
         if not folder.is_dir():
             return
         jobs = [p for p in folder.iterdir() if p.is_dir() and p.name not in self._before]
-        summarize_jobs(jobs, folder, title=f"Sweep {folder}")
+        summary = summarize_jobs(jobs, folder, title=f"Sweep {folder}")
+        page = folder / SUMMARY_HTML
+        shown = page if page.exists() else folder / SUMMARY_JSON
+        print(f"sweep summary: {shown} ({len(summary['jobs'])} jobs)", flush=True)
 
     # Hydra calls these on every callback; a summary has nothing to do there.
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
@@ -116,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("jobs", nargs="+", help="job folders (each with reports/)")
     parser.add_argument("--title", default="Sweep")
     args = parser.parse_args(argv)
-    summarize_jobs([Path(j) for j in args.jobs], Path(args.output_dir), title=args.title)
+    output = Path(args.output_dir)
+    summary = summarize_jobs([Path(j) for j in args.jobs], output, title=args.title)
+    print(f"sweep summary: {output / SUMMARY_HTML} ({len(summary['jobs'])} jobs)")
     return 0
 
 

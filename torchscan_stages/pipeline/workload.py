@@ -46,34 +46,73 @@ def resolve_target(target: str, key: str) -> Callable[..., Any]:
 
 def _call_factory(spec: FactoryConfig, key: str) -> Any:
     factory = resolve_target(spec.target, f"{key}._target_")
+    unchecked: list[str] = []
     try:
-        inspect.signature(factory).bind(**spec.kwargs)
-    except TypeError as error:
-        raise ConfigError(
-            f"{key}.kwargs = {spec.kwargs!r}: {spec.target} refuses them ({error})"
-        ) from None
+        signature = inspect.signature(factory)
     except ValueError:  # no signature available (builtins): let the call decide
-        pass
-    return factory(**spec.kwargs)
+        signature = None
+    if signature is not None:
+        _refuse_unknown(signature, spec, key)
+        try:
+            signature.bind(**spec.kwargs)
+        except TypeError as error:
+            raise ConfigError(
+                f"{key}.kwargs = {spec.kwargs!r}: {spec.target} refuses them ({error})"
+            ) from None
+        unchecked = _through_var_keyword(signature, spec.kwargs)
+    try:
+        return factory(**spec.kwargs)
+    except (TypeError, ValueError) as error:
+        # A factory with **kwargs checks those names itself (or not at all): say which
+        # keys went through unchecked, so a typo there is found from this one line.
+        hidden = f"; keys {unchecked} reach its **kwargs unchecked" if unchecked else ""
+        message = " ".join(str(error).split())
+        raise ConfigError(
+            f"{key}.kwargs: {spec.target} refused them ({type(error).__name__}: {message}){hidden}"
+        ) from None
+
+
+def _refuse_unknown(signature: inspect.Signature, spec: FactoryConfig, key: str) -> None:
+    """A key the factory has no parameter for (and no ``**kwargs``): name it, suggest one."""
+    import difflib
+
+    parameters = signature.parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    named = [n for n, p in parameters.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    for name in spec.kwargs:
+        if name not in named:
+            close = difflib.get_close_matches(name, named, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(
+                f"{key}.kwargs.{name}: {spec.target} has no parameter {name!r}{hint}; "
+                f"it takes {', '.join(named) or 'no arguments'}"
+            )
+
+
+def _through_var_keyword(signature: inspect.Signature, kwargs: dict[str, Any]) -> list[str]:
+    """Keys that bind only to a ``**kwargs`` parameter (names the signature cannot check)."""
+    parameters = signature.parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return []
+    named = {
+        name
+        for name, p in parameters.items()
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+    return sorted(set(kwargs) - named)
 
 
 def resolve_device(device: DeviceConfig) -> torch.device:
-    """The configured device, or a ConfigError when it is absent (never a silent fallback)."""
-    import torch
+    """The configured device through the library's one resolver, as a ConfigError naming
+    the config key when it is absent (never a silent fallback)."""
+    from ..devices import resolve_device as resolve
 
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(
-                "device.type = 'cuda': no CUDA device is available "
-                "(torch.cuda.is_available() is False); use device=cpu"
-            )
-        index = device.index or 0
-        if index >= torch.cuda.device_count():
-            raise ConfigError(
-                f"device.index = {index}: only {torch.cuda.device_count()} CUDA device(s)"
-            )
-        return torch.device("cuda", index)
-    return torch.device("cpu")
+    spec = device.type if device.index is None else f"{device.type}:{device.index}"
+    try:
+        return resolve(spec)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"device.type = {device.type!r}: {error}") from error
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -98,6 +137,7 @@ class BuiltWorkload:
     name: str
     candidate: str | None = None
     autocast_dtype: torch.dtype | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def __call__(self) -> Any:
@@ -112,24 +152,29 @@ class BuiltWorkload:
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
 
-def _to_tuple(value: Any) -> tuple[Any, ...]:
-    return value if isinstance(value, tuple) else (value,)
+def _split_inputs(value: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Positional inputs (a tuple, or one value) or keyword inputs (a dict, e.g. HF's)."""
+    if isinstance(value, dict):
+        return (), {str(key): item for key, item in value.items()}
+    return (value if isinstance(value, tuple) else (value,)), {}
 
 
-def build_model_and_inputs(cfg: PipelineConfig) -> tuple[Any, tuple[Any, ...]]:
-    """Model (eval mode, CPU) and inputs from their factories, seeded without leaking RNG."""
+def build_model_and_inputs(
+    cfg: PipelineConfig,
+) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    """Model (eval mode, CPU), positional and keyword inputs, seeded without leaking RNG."""
     import torch
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         model = _call_factory(cfg.model, "model")
-        inputs = _to_tuple(_call_factory(cfg.input, "input"))
+        inputs, keyword_inputs = _split_inputs(_call_factory(cfg.input, "input"))
     if not isinstance(model, torch.nn.Module):
         raise ConfigError(
             f"model._target_ = {cfg.model.target!r}: returned {type(model).__name__}, "
             "expected a torch.nn.Module"
         )
-    return model.eval(), inputs
+    return model.eval(), inputs, keyword_inputs
 
 
 def build_workload(
@@ -147,24 +192,28 @@ def build_workload(
     precision = cfg.precision
     if candidate is not None and candidate.precision is not None:
         precision = candidate.precision
-    model, inputs = build_model_and_inputs(cfg)
+    model, inputs, keyword_inputs = build_model_and_inputs(cfg)
     dtype = torch_dtype(precision.dtype)
     model = model.to(device)
-    moved = tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs)
-    if precision.apply == "cast" and dtype != torch.float32:
+    cast = precision.apply == "cast" and dtype != torch.float32
+    channels_last = candidate is not None and candidate.channels_last
+    if cast:
         model = model.to(dtype)
-        moved = tuple(
-            t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
-            for t in moved
-        )
-    if candidate is not None and candidate.channels_last:
+    if channels_last:
         model = model.to(memory_format=torch.channels_last)
-        moved = tuple(
-            t.contiguous(memory_format=torch.channels_last)
-            if isinstance(t, torch.Tensor) and t.dim() == 4
-            else t
-            for t in moved
-        )
+
+    def place(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        t = t.to(device)
+        if cast and t.is_floating_point():
+            t = t.to(dtype)
+        if channels_last and t.dim() == 4:
+            t = t.contiguous(memory_format=torch.channels_last)
+        return t
+
+    moved = tuple(place(t) for t in inputs)
+    moved_kwargs = {key: place(t) for key, t in keyword_inputs.items()}
     eager_model = model
     called: Any = model
     if candidate is not None and candidate.compile is not None:
@@ -184,7 +233,7 @@ def build_workload(
         grad = torch.inference_mode() if inference else torch.no_grad()
         amp = torch.autocast(device_type, dtype=dtype) if autocast else contextlib.nullcontext()
         with grad, amp:
-            return called(*moved)
+            return called(*moved, **moved_kwargs)
 
     name = f"{cfg.model.name}-{cfg.input.name}-{precision.name}"
     if candidate is not None:
@@ -194,6 +243,7 @@ def build_workload(
         model=called,
         eager_model=eager_model,
         inputs=moved,
+        kwargs=moved_kwargs,
         device=device,
         precision=precision,
         threads=cfg.threads,

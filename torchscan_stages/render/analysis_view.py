@@ -128,6 +128,10 @@ def _layer_row(
         cell(metrics.macs, "macs"),
         cell(metrics.dmas, "dmas"),
         cell(metrics.receptive_field, "receptive_field"),
+        # operator FLOPs of the whole call (operator dispatch), beside, never added
+        metric_cell(record.operator_flops.inclusive, brief=True)
+        if record.operator_flops is not None
+        else Cell("—", "not recorded (structure mode or an older report)", "na"),
     )
     flagged = None
     if layer_diags:
@@ -341,10 +345,24 @@ class FlopsView:
     operators: list[OperatorRow]
     modules: list[tuple[str, Cell]]
     modules_more: int
+    modules_inclusive: bool
     ignored: list[tuple[str, str, str]]
     uncounted: list[Diagnostic]
     conventions: dict[str, str]
     chart: Markup | None
+
+
+def modules_inclusive(report: FlopReport) -> bool:
+    """Whether ``by_module`` gives a module its submodules' work too.
+
+    A report may say so in ``conventions["by_module"]``; otherwise the producer decides:
+    measure_flops (scope ``workload``) rolls children up, crawl_module's operator pass
+    (scope ``forward``) keeps each module's own operators.
+    """
+    stated = report.conventions.get("by_module")
+    if stated is not None:
+        return stated.startswith("inclusive")
+    return report.total.scope == "workload"
 
 
 def flops_view(report: FlopReport) -> FlopsView:
@@ -398,6 +416,7 @@ def flops_view(report: FlopReport) -> FlopsView:
         operators=operators,
         modules=[(name, metric_cell(result)) for name, result in modules_sorted[:50]],
         modules_more=max(len(modules_sorted) - 50, 0),
+        modules_inclusive=modules_inclusive(report),
         ignored=[(i.operator, thousands(i.calls), i.reason) for i in report.ignored_operators],
         uncounted=[d for d in report.diagnostics if d.code == "uncounted_operator"],
         conventions=dict(report.conventions),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from markupsafe import Markup
 
@@ -17,8 +18,17 @@ from ..report import (
     ReportDiff,
 )
 from .analysis_view import Chart, FlopsView, TotalView, flops_view
-from .common import pretty, reason_for
-from .format import DASH, Cell, human, metric_cell, plain_cell, seconds, thousands
+from .common import pretty, reason_for, setting_text
+from .format import (
+    DASH,
+    Cell,
+    human,
+    humanize_text,
+    metric_cell,
+    plain_cell,
+    seconds,
+    thousands,
+)
 from .svg import Bar, bar_chart, latency_plot
 
 
@@ -59,129 +69,189 @@ def _bar(label: str, result: MetricResult) -> Bar:
     return Bar(label, float(result.known_value or 0), result.status, cell.text, cell.title)
 
 
-def benchmark_view(report: BenchmarkReport) -> BenchmarkView:
+def _config(report: BenchmarkReport) -> dict[str, Any]:
+    run = report.provenance.run
+    return run.config if run is not None else {}
+
+
+def count_noun(count: float, unit: str) -> str:
+    """``1 call``, ``8 samples``, ``2.5 samples``: a number with a correctly numbered unit."""
+    if count == 1 and unit.endswith("s") and not unit.endswith("ss"):
+        unit = unit[:-1]
+    return f"{thousands(count)} {unit}"
+
+
+def _work_per_call(report: BenchmarkReport) -> str:
+    """The work one call does. Reports that kept the default (1 call) take the pipeline
+    input's own work units, so memory, RSS and profile say what latency says."""
+    if report.unit == "calls" and report.work_units == 1:
+        inputs = _config(report).get("input")
+        if isinstance(inputs, dict) and "work_units" in inputs and "unit" in inputs:
+            return count_noun(inputs["work_units"], str(inputs["unit"])) + " (the input's)"
+    return count_noun(report.work_units, report.unit)
+
+
+def precision_text(report: BenchmarkReport, fallback: Any = None) -> str:
+    """The recorded precision, else the configured one (``fallback``: a config section)."""
+    if report.execution.precision:
+        return report.execution.precision
+    precision = fallback if fallback is not None else _config(report).get("precision")
+    if isinstance(precision, dict) and {"name", "dtype", "apply"} <= precision.keys():
+        return f"{precision['name']} ({precision['dtype']}, {precision['apply']}) — configured"
+    return "not recorded"
+
+
+def _threads(report: BenchmarkReport) -> tuple[str, str]:
+    """RSS runs in a fresh child that sets its own threads: the parent's count is not it."""
     ex = report.execution
-    execution = [
+    in_process = any(
+        getattr(report, name) is not None for name in ("latency", "memory", "profile", "flops")
+    )
+    if report.rss is None or in_process:
+        return ("threads (intra-op / inter-op)", f"{ex.num_threads} / {ex.num_interop_threads}")
+    configured = _config(report).get("threads")
+    if isinstance(configured, int):
+        return ("threads (intra-op, set in the measured child)", f"{configured}")
+    return ("threads", "set by the measured child process; not recorded")
+
+
+def _execution_rows(report: BenchmarkReport, precision: Any) -> list[tuple[str, str]]:
+    ex = report.execution
+    inside = ex.workload_grad_enabled
+    rows = [
         ("device", ex.device),
-        ("precision", pretty(ex.precision)),
-        ("threads (intra-op / inter-op)", f"{ex.num_threads} / {ex.num_interop_threads}"),
+        ("precision", precision_text(report, precision)),
+        _threads(report),
         ("gradients enabled (caller)", pretty(ex.grad_enabled)),
         (
             "gradients enabled (inside the workload)",
-            "not observed"
-            if ex.workload_grad_enabled is None
-            else pretty(ex.workload_grad_enabled),
+            "not observed" if inside is None else pretty(inside),
         ),
         ("training mode", pretty(ex.training)),
-        ("work per call", f"{thousands(report.work_units)} {report.unit}"),
+        ("work per call", _work_per_call(report)),
     ]
-    execution += [(f"workload calls: {k}", thousands(v)) for k, v in sorted(ex.calls.items())]
-    latency: list[TotalView] = []
-    latency_stats: list[tuple[str, Cell]] = []
-    latency_info: list[tuple[str, str]] = []
-    latency_chart = None
-    if (lat := report.latency) is not None:
-        latency = [
-            _total(report, "Warmed latency (median block average)", "warmed", lat.warmed),
-            _total(report, "Throughput", "throughput", lat.throughput),
-            _total(report, "First call", "first_call", lat.first_call),
+    rows += [
+        (f"workload calls ({k} pass)", count_noun(v, "calls")) for k, v in sorted(ex.calls.items())
+    ]
+    return rows
+
+
+_LATENCY_STATS = (
+    ("median", "median"),
+    ("q1", "q1"),
+    ("q3", "q3"),
+    ("IQR", "iqr"),
+    ("min", "min"),
+    ("max", "max"),
+    ("mean", "mean"),
+)
+
+
+def _latency_parts(report: BenchmarkReport) -> dict[str, Any]:
+    lat = report.latency
+    if lat is None:
+        return {"latency": [], "latency_stats": [], "latency_info": [], "latency_chart": None}
+    totals = [
+        _total(report, "Warmed latency (median block average)", "warmed", lat.warmed),
+        _total(report, "Throughput", "throughput", lat.throughput),
+        _total(report, "First call", "first_call", lat.first_call),
+    ]
+    stats: list[tuple[str, Cell]] = []
+    if (st := lat.stats) is not None:
+        stats = [(label, plain_cell(getattr(st, key), "s")) for label, key in _LATENCY_STATS]
+        stats += [
+            ("blocks", plain_cell(st.blocks, "")),
+            ("calls per block", plain_cell(st.calls_per_block, "")),
+            ("warm-up calls", plain_cell(st.warmup_calls, "")),
+            ("total timed", plain_cell(st.total_time_s, "s")),
         ]
-        if (st := lat.stats) is not None:
-            latency_stats = [
-                (label, plain_cell(getattr(st, key), "s"))
-                for label, key in (
-                    ("median", "median"),
-                    ("q1", "q1"),
-                    ("q3", "q3"),
-                    ("IQR", "iqr"),
-                    ("min", "min"),
-                    ("max", "max"),
-                    ("mean", "mean"),
-                )
-            ]
-            latency_stats += [
-                ("blocks", plain_cell(st.blocks, "")),
-                ("calls per block", plain_cell(st.calls_per_block, "")),
-                ("warm-up calls", plain_cell(st.warmup_calls, "")),
-                ("total timed", plain_cell(st.total_time_s, "s")),
-            ]
-        latency_info = [("timer", lat.timer), ("device synchronised", pretty(lat.synchronized))]
-        latency_info += [(k, pretty(v)) for k, v in sorted(lat.settings.items())]
-        if lat.block_times_s:
-            latency_chart = latency_plot(lat.block_times_s, lat.stats)
-    memory: list[tuple[str, str, Cell]] = []
-    memory_chart = None
-    memory_baseline: list[tuple[str, Cell]] = []
-    if (mem := report.memory) is not None:
-        for result in mem.results:
-            reason = None
-            if result.status != "complete":
-                reason = reason_for(report.diagnostics, result.scope) or "see diagnostics"
-            memory.append((result.scope, result.method, metric_cell(result, reason=reason)))
-        bars = [_bar(r.scope, r) for r in mem.results if r.status != "unavailable"]
-        missing = [r.scope for r in mem.results if r.status == "unavailable"]
-        if bars or missing:
-            memory_chart = bar_chart(bars, label="peak memory by scope", missing=missing)
-        memory_baseline = [
-            (k, plain_cell(v, "bytes")) for k, v in sorted(mem.baseline_bytes.items())
-        ]
-    rss: list[TotalView] = []
-    rss_info: list[tuple[str, str]] = []
-    rss_phases: list[tuple[str, Cell]] = []
-    rss_chart = None
-    if (r := report.rss) is not None:
-        rss = [_total(report, "Peak RSS (fresh child process)", "peak_rss", r.peak)]
-        rss_info = [
-            ("command", shlex.join(r.command)),
-            ("exit code", pretty(r.exit_code)),
-            ("wall time", seconds(r.wall_time_s)),
-            ("timed out", pretty(r.timed_out)),
-            ("timeout", seconds(r.timeout_s)),
-        ]
-        if r.method_detail:
-            rss_info.append(("method", r.method_detail))
-        rss_phases = [(p.name, metric_cell(p.peak_rss)) for p in r.phases]
-        bars = [_bar(p.name, p.peak_rss) for p in r.phases if p.peak_rss.status != "unavailable"]
-        missing = [p.name for p in r.phases if p.peak_rss.status == "unavailable"]
-        if bars:
-            rss_chart = bar_chart(bars, label="peak RSS per phase", missing=missing)
-    profile_rows: list[tuple[str, str, Cell, Cell, Cell, str]] = []
-    profile_note = profile_sort = None
-    if (prof := report.profile) is not None:
-        profile_note, profile_sort = prof.note, prof.sort_by
-        for op in prof.operators:
-            device = (
-                plain_cell(op.self_device_time_s, "s")
-                if op.self_device_time_s is not None
-                else Cell(DASH, "no device time recorded", "na")
+    info = [("timer", lat.timer), ("device synchronised", pretty(lat.synchronized))]
+    info += [(k, setting_text(k, v)) for k, v in sorted(lat.settings.items())]
+    chart = latency_plot(lat.block_times_s, lat.stats) if lat.block_times_s else None
+    return {
+        "latency": totals,
+        "latency_stats": stats,
+        "latency_info": info,
+        "latency_chart": chart,
+    }
+
+
+def _memory_parts(report: BenchmarkReport) -> dict[str, Any]:
+    mem = report.memory
+    if mem is None:
+        return {"memory": [], "memory_chart": None, "memory_baseline": []}
+    rows: list[tuple[str, str, Cell]] = []
+    for result in mem.results:
+        reason = None
+        if result.status != "complete":
+            reason = reason_for(report.diagnostics, result.scope) or "see diagnostics"
+        rows.append((result.scope, result.method, metric_cell(result, reason=reason)))
+    bars = [_bar(r.scope, r) for r in mem.results if r.status != "unavailable"]
+    missing = [r.scope for r in mem.results if r.status == "unavailable"]
+    chart = None
+    if bars or missing:
+        chart = bar_chart(bars, label="peak memory by scope", missing=missing)
+    baseline = [(k, plain_cell(v, "bytes")) for k, v in sorted(mem.baseline_bytes.items())]
+    return {"memory": rows, "memory_chart": chart, "memory_baseline": baseline}
+
+
+def _rss_parts(report: BenchmarkReport) -> dict[str, Any]:
+    r = report.rss
+    if r is None:
+        return {"rss": [], "rss_info": [], "rss_phases": [], "rss_chart": None}
+    info = [
+        ("command", shlex.join(r.command)),
+        ("exit code", pretty(r.exit_code)),
+        ("wall time", seconds(r.wall_time_s)),
+        ("timed out", pretty(r.timed_out)),
+        ("timeout", seconds(r.timeout_s)),
+    ]
+    if r.method_detail:
+        info.append(("method", humanize_text(r.method_detail)))
+    bars = [_bar(p.name, p.peak_rss) for p in r.phases if p.peak_rss.status != "unavailable"]
+    missing = [p.name for p in r.phases if p.peak_rss.status == "unavailable"]
+    return {
+        "rss": [_total(report, "Peak RSS (fresh child process)", "peak_rss", r.peak)],
+        "rss_info": info,
+        "rss_phases": [(p.name, metric_cell(p.peak_rss)) for p in r.phases],
+        "rss_chart": bar_chart(bars, label="peak RSS per phase", missing=missing) if bars else None,
+    }
+
+
+def _profile_parts(report: BenchmarkReport) -> dict[str, Any]:
+    prof = report.profile
+    if prof is None:
+        return {"profile_rows": [], "profile_note": None, "profile_sort": None}
+    rows: list[tuple[str, str, Cell, Cell, Cell, str]] = []
+    for op in prof.operators:
+        device = (
+            plain_cell(op.self_device_time_s, "s")
+            if op.self_device_time_s is not None
+            else Cell(DASH, "no device time recorded", "na")
+        )
+        shapes = "; ".join(op.input_shapes[:3]) + (" …" if len(op.input_shapes) > 3 else "")
+        rows.append(
+            (
+                op.name,
+                thousands(op.calls),
+                plain_cell(op.self_cpu_time_s, "s"),
+                plain_cell(op.cpu_time_total_s, "s"),
+                device,
+                shapes,
             )
-            profile_rows.append(
-                (
-                    op.name,
-                    thousands(op.calls),
-                    plain_cell(op.self_cpu_time_s, "s"),
-                    plain_cell(op.cpu_time_total_s, "s"),
-                    device,
-                    "; ".join(op.input_shapes[:3]) + (" …" if len(op.input_shapes) > 3 else ""),
-                )
-            )
+        )
+    return {"profile_rows": rows, "profile_note": prof.note, "profile_sort": prof.sort_by}
+
+
+def benchmark_view(report: BenchmarkReport, precision: Any = None) -> BenchmarkView:
+    """The page's view of one BenchmarkReport: one part per measurement pass."""
     return BenchmarkView(
         name=report.name,
-        execution=execution,
-        latency=latency,
-        latency_stats=latency_stats,
-        latency_info=latency_info,
-        latency_chart=latency_chart,
-        memory=memory,
-        memory_chart=memory_chart,
-        memory_baseline=memory_baseline,
-        rss=rss,
-        rss_info=rss_info,
-        rss_phases=rss_phases,
-        rss_chart=rss_chart,
-        profile_note=profile_note,
-        profile_rows=profile_rows,
-        profile_sort=profile_sort,
+        execution=_execution_rows(report, precision),
+        **_latency_parts(report),
+        **_memory_parts(report),
+        **_rss_parts(report),
+        **_profile_parts(report),
         flops=flops_view(report.flops) if report.flops is not None else None,
         has_latency=report.latency is not None,
         has_memory=report.memory is not None,
@@ -303,6 +373,16 @@ def _verdict_row(d: PerformanceDelta) -> VerdictRow:
     )
 
 
+def _configured_precisions(report: BenchmarkComparison) -> tuple[Any, Any]:
+    """Baseline: the config's precision; candidate: its own, else the baseline's."""
+    run = report.provenance.run
+    config = run.config if run is not None else {}
+    base = config.get("precision")
+    candidate = config.get("candidate")
+    own = candidate.get("precision") if isinstance(candidate, dict) else None
+    return base, own if own else base
+
+
 def comparison_view(report: BenchmarkComparison) -> ComparisonView:
     check = report.check
     if check.error:
@@ -319,6 +399,7 @@ def comparison_view(report: BenchmarkComparison) -> ComparisonView:
     if check.error:
         check_rows.append(("error", check.error))
     rows = [_verdict_row(d) for d in report.deltas]
+    base_precision, cand_precision = _configured_precisions(report)
     return ComparisonView(
         baseline_name=report.baseline_name or "baseline",
         candidate_name=report.candidate_name or "candidate",
@@ -326,8 +407,12 @@ def comparison_view(report: BenchmarkComparison) -> ComparisonView:
         check_rows=check_rows,
         rows=rows,
         withheld_count=sum(1 for r in rows if r.withheld),
-        settings=[(k, pretty(v)) for k, v in sorted(report.settings.items())],
-        baseline=benchmark_view(report.baseline) if report.baseline is not None else None,
-        candidate=benchmark_view(report.candidate) if report.candidate is not None else None,
+        settings=[(k, setting_text(k, v)) for k, v in sorted(report.settings.items())],
+        baseline=benchmark_view(report.baseline, base_precision)
+        if report.baseline is not None
+        else None,
+        candidate=benchmark_view(report.candidate, cand_precision)
+        if report.candidate is not None
+        else None,
         charts=[],
     )

@@ -61,6 +61,10 @@ class ProvenanceView:
     environment: list[tuple[str, str]]
     runtime: list[tuple[str, str]]
     config_json: str | None
+    # on an index page: the rows shown are only this report's differences from the shared
+    # provenance (anchor ``shared``); ``config_keys`` names the config sections it read
+    shared: str | None = None
+    config_keys: list[str] = field(default_factory=list)
 
 
 def _text(value: Any) -> str:
@@ -111,3 +115,79 @@ def provenance_view(provenance: Provenance) -> ProvenanceView:
 def pretty(value: Any) -> str:
     """Any JSON-able value as compact text for a table cell."""
     return _text(value)
+
+
+_FRACTION_KEYS = ("min_effect", "max_noise", "ci_floor", "relative_iqr", "noise_threshold")
+
+
+def setting_text(key: str, value: Any) -> str:
+    """A measurement setting for people: seconds with units, fractions as percentages,
+    counts with separators (``warmup_s=0.2`` -> ``200 ms``, ``min_effect=0.05`` -> ``5 %``)."""
+    from .format import seconds, thousands
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return _text(value)
+    if key.endswith("_s") or key in ("warmup", "min_run_time", "max_run_time", "timeout"):
+        return seconds(value)
+    if key == "confidence" or any(key.endswith(f) for f in _FRACTION_KEYS):
+        return f"{value * 100:.3g} %"
+    return thousands(value)
+
+
+def _common(lists: list[list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """Rows present, with the same value, in every list (order of the first)."""
+    if not lists:
+        return []
+    rest = [set(rows) for rows in lists[1:]]
+    return [row for row in lists[0] if all(row in other for other in rest)]
+
+
+def _merged_config(configs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[str]]:
+    """Union of the reports' config sections; keys whose values disagree are left out."""
+    merged: dict[str, Any] = {}
+    conflicts: set[str] = set()
+    for config in configs:
+        for key, value in config.items():
+            if key in merged and merged[key] != value:
+                conflicts.add(key)
+            merged.setdefault(key, value)
+    for key in conflicts:
+        merged.pop(key, None)
+    return merged, conflicts
+
+
+def shared_provenance(
+    provenances: list[Provenance], anchor: str
+) -> tuple[ProvenanceView | None, list[ProvenanceView]]:
+    """For an index page: what every report shares (shown once) and, per report, only what
+    differs from it. With one report, or nothing shared, each report keeps its own view."""
+    views = [provenance_view(p) for p in provenances]
+    if len(views) < 2:
+        return None, views
+    rows = _common([v.rows for v in views])
+    environment = _common([v.environment for v in views])
+    runtime = _common([v.runtime for v in views])
+    configs = [p.run.config if p.run is not None else {} for p in provenances]
+    merged, conflicts = _merged_config(configs)
+    if not (rows or environment or runtime or merged):
+        return None, views
+    shared = ProvenanceView(
+        rows=rows,
+        environment=environment,
+        runtime=runtime,
+        config_json=json.dumps(merged, indent=2, sort_keys=True, default=str) if merged else None,
+    )
+    reduced: list[ProvenanceView] = []
+    for view, config in zip(views, configs, strict=True):
+        own = {key: config[key] for key in sorted(conflicts) if key in config}
+        reduced.append(
+            ProvenanceView(
+                rows=[row for row in view.rows if row not in rows],
+                environment=[row for row in view.environment if row not in environment],
+                runtime=[row for row in view.runtime if row not in runtime],
+                config_json=json.dumps(own, indent=2, sort_keys=True, default=str) if own else None,
+                shared=anchor,
+                config_keys=sorted(config),
+            )
+        )
+    return shared, reduced

@@ -8,6 +8,7 @@ shows ``≥ lower bound``, unavailable shows ``—`` and why.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from ..report import MetricResult, ValueMeta
@@ -183,6 +184,18 @@ def _describe(meta: ValueMeta, level: int) -> str:
             parts.append(f"… {len(keys) - 4} more")
         return "{" + ", ".join(parts) + "}"
     return meta.type_name or meta.kind
+
+
+_BYTES_IN_TEXT = re.compile(r"\b(\d{4,}) ?(?:bytes|B)\b")
+_LONG_FLOAT = re.compile(r"(?<![\w.])(\d+\.\d{5,})(?![\w.])")
+
+
+def humanize_text(text: str) -> str:
+    """Free text (a diagnostic message, a method note) with its raw numbers made readable:
+    ``10166272 bytes`` -> ``9.70 MiB``, ``0.0090446`` -> ``0.009045``. Tables keep the exact
+    text in a ``title``; words and identifiers are never touched."""
+    text = _BYTES_IN_TEXT.sub(lambda m: iec_bytes(int(m.group(1))), text)
+    return _LONG_FLOAT.sub(lambda m: f"{float(m.group(1)):.4g}", text)
 
 
 def percent(part: float, whole: float) -> str:

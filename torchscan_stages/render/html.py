@@ -24,18 +24,34 @@ from ..report import (
     BenchmarkReport,
     FlopReport,
     MetricResult,
+    PredictionReport,
     ReportDiff,
     Status,
     atomic_write_text,
+    check_output_path,
     load_report,
 )
 from .analysis_view import analysis_charts, analysis_totals, flops_view, layer_events
 from .bench_view import benchmark_view, comparison_view, diff_view
-from .common import diagnostics_view, overall_status, provenance_view
-from .format import describe_value, metric_cell
+from .common import (
+    ProvenanceView,
+    diagnostics_view,
+    overall_status,
+    provenance_view,
+    shared_provenance,
+)
+from .format import describe_value, humanize_text, metric_cell
+from .prediction_view import prediction_view
 from .sweep_view import sweep_view
 
-AnyReport = AnalysisReport | FlopReport | BenchmarkReport | ReportDiff | BenchmarkComparison
+AnyReport = (
+    AnalysisReport
+    | FlopReport
+    | BenchmarkReport
+    | ReportDiff
+    | BenchmarkComparison
+    | PredictionReport
+)
 ReportSource = AnyReport | str | bytes | os.PathLike[str]
 
 _KIND_LABEL = {
@@ -44,6 +60,7 @@ _KIND_LABEL = {
     "benchmark": "Workload benchmark",
     "report_diff": "Model cost comparison",
     "benchmark_comparison": "Benchmark comparison",
+    "prediction": "Peak memory prediction",
 }
 
 
@@ -59,6 +76,7 @@ def _environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.globals["metric_cell"] = metric_cell
+    env.globals["humanize"] = humanize_text
     return env
 
 
@@ -107,6 +125,8 @@ def _headlines(report: AnyReport) -> list[Headline]:
         return heads
     if isinstance(report, ReportDiff):
         return [Headline(f"{name} after", d.after) for name, d in list(report.totals.items())[:3]]
+    if isinstance(report, PredictionReport):
+        return [Headline(f"predicted peak ({report.device})", report.peak)]
     return [Headline(f"{d.metric} candidate", d.candidate) for d in report.deltas[:3]]
 
 
@@ -139,7 +159,7 @@ def _status(report: AnyReport) -> Status:
 def _title(report: AnyReport) -> str:
     if isinstance(report, AnalysisReport):
         return report.model_type
-    if isinstance(report, FlopReport | BenchmarkReport):
+    if isinstance(report, FlopReport | BenchmarkReport | PredictionReport):
         return report.name or _KIND_LABEL[report.kind]
     if isinstance(report, ReportDiff):
         return f"{report.before_model} → {report.after_model}"
@@ -164,11 +184,16 @@ def _view(report: AnyReport) -> dict[str, Any]:
         return {"bench": benchmark_view(report)}
     if isinstance(report, ReportDiff):
         return {"diff": diff_view(report)}
+    if isinstance(report, PredictionReport):
+        return {"pred": prediction_view(report)}
     return {"cmp": comparison_view(report)}
 
 
-def _section(report: AnyReport, prefix: str, *, level: int) -> Markup:
-    """One report as an HTML <section>; ``prefix`` keeps ids unique on an index page."""
+def _section(
+    report: AnyReport, prefix: str, *, level: int, prov: ProvenanceView | None = None
+) -> Markup:
+    """One report as an HTML <section>; ``prefix`` keeps ids unique on an index page;
+    ``prov`` replaces the report's own provenance (an index page's per-report differences)."""
     template = _environment().get_template(f"{report.kind}.html")
     return Markup(
         template.render(
@@ -181,7 +206,7 @@ def _section(report: AnyReport, prefix: str, *, level: int) -> Markup:
             status=_status(report),
             heads=_headlines(report),
             diag=diagnostics_view(report.diagnostics),
-            prov=provenance_view(report.provenance),
+            prov=prov if prov is not None else provenance_view(report.provenance),
         )
     )
 
@@ -204,9 +229,11 @@ def render_report(
     """Render any report kind to one self-contained offline HTML page and return it.
 
     ``report_or_path`` is a report model, a path to a report JSON file, or JSON text. With
-    ``output`` the page is also written atomically. A malformed or unknown report raises
-    ``ValueError`` before anything is written.
+    ``output`` the page is also written atomically. A malformed or unknown report, or an
+    ``output`` that is a directory or the input report itself, raises ``ValueError`` before
+    anything is written.
     """
+    check_output_path(output, [report_or_path], example="report.html")
     report = _load(report_or_path, "report_or_path")
     html = _page(_title(report), _section(report, "r0-", level=1))
     return _write(html, output)
@@ -235,14 +262,17 @@ def render_index(
     """
     if isinstance(reports_or_paths, (str, bytes, os.PathLike)):
         raise TypeError("reports_or_paths must be an iterable of reports or paths, not one path")
+    sources = list(reports_or_paths)
+    check_output_path(output, sources, example="report.html")
     reports: list[AnyReport] = []
-    for number, source in enumerate(reports_or_paths):
+    for number, source in enumerate(sources):
         reports.append(_load(source, f"reports_or_paths[{number}]"))
     if not reports:
         raise ValueError("reports_or_paths is empty: nothing to render")
     entries: list[IndexEntry] = []
     sections: list[Markup] = []
     bench: list[tuple[str, BenchmarkReport]] = []
+    shared, provs = shared_provenance([r.provenance for r in reports], "provenance")
     for number, report in enumerate(reports, start=1):
         prefix = f"r{number}-"
         entries.append(
@@ -256,14 +286,14 @@ def render_index(
                 diagnostics=len(report.diagnostics),
             )
         )
-        sections.append(_section(report, prefix, level=2))
+        sections.append(_section(report, prefix, level=2, prov=provs[number - 1]))
         if isinstance(report, BenchmarkReport):
             bench.append((f"{prefix}top", report))
     sweep = sweep_view(bench)
     body = Markup(
         _environment()
         .get_template("index.html")
-        .render(title=title, entries=entries, sweep=sweep, sections=sections)
+        .render(title=title, entries=entries, sweep=sweep, sections=sections, shared=shared)
     )
     return _write(_page(title, body), output)
 

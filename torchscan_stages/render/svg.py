@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
+from ..measure.stats import quantile
 from ..report import LatencyStats, Status
 from .format import seconds
 
@@ -57,7 +58,7 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     if high <= low:
         high = low + (abs(low) or 1.0)
     raw = (high - low) / max(count - 1, 1)
-    magnitude = 10 ** math.floor(math.log10(raw))
+    magnitude = 10.0 ** math.floor(math.log10(raw))  # a float: huge ranges stay finite
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
     start = math.floor(low / step) * step
     ticks: list[float] = []
@@ -104,15 +105,6 @@ def bar_chart(bars: Sequence[Bar], *, label: str, missing: Sequence[str] = ()) -
     return Markup("".join(parts))
 
 
-def _quantile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear-interpolation quantile of sorted values (numpy's default method)."""
-    position = (len(sorted_values) - 1) * q
-    low = math.floor(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    fraction = position - low
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
-
-
 def latency_plot(block_times_s: Sequence[float], stats: LatencyStats | None) -> Markup:
     """Box (q1-q3, median, min-max whiskers) over a strip of every raw block average.
 
@@ -125,10 +117,12 @@ def latency_plot(block_times_s: Sequence[float], stats: LatencyStats | None) -> 
     if stats is not None:
         q1, med, q3, lo, hi = stats.q1, stats.median, stats.q3, stats.min, stats.max
     else:
-        q1, med, q3 = (_quantile(times, q) for q in (0.25, 0.5, 0.75))
+        q1, med, q3 = (quantile(times, q) for q in (0.25, 0.5, 0.75))
         lo, hi = times[0], times[-1]
     lo_axis, hi_axis = min(lo, times[0]), max(hi, times[-1])
     pad = (hi_axis - lo_axis) * 0.05 or abs(hi_axis) * 0.05 or 1e-9
+    if abs(lo_axis) + abs(hi_axis) > 1e300:  # the padded axis and its ticks would overflow
+        return Markup('<p class="chart-note">Block times too large to plot.</p>')
     ticks = nice_ticks(lo_axis - pad, hi_axis + pad, 5)
     x0, x1 = ticks[0], ticks[-1]
     width, left, right, height = 640, 36, 36, 150

@@ -1,12 +1,26 @@
-"""Stage ``flops``: operator FLOPs of one workload call (measure_flops)."""
+"""Stage ``flops``: operator FLOPs of one workload call (measure_flops).
+
+Measures: FLOPs counted over torch's dispatch (all work and its tensor-product share),
+listing every uncounted operator. Writes: reports/flops.json (FlopReport) and
+metrics/flops.json (complete totals only).
+"""
 
 from __future__ import annotations
 
 import sys
 
+if not __package__:  # run as a file: its relative imports cannot work
+    sys.exit(
+        "torchscan_stages/stages/flops.py is part of a package; run it as a module: "
+        "python -m torchscan_stages.stages.flops"
+    )
+
+
+from ..pipeline.feedback import figure
 from ..pipeline.runner import WORKLOAD_KEYS, StageContext, complete_value, stage_main
 
 KEYS = (*WORKLOAD_KEYS, "flops")
+WRITES = ("reports/flops.json", "metrics/flops.json")
 
 
 def run(ctx: StageContext) -> None:
@@ -21,6 +35,10 @@ def run(ctx: StageContext) -> None:
         except IncompleteAnalysisError as error:
             print(f"flops: flops.strict = true and {error}", file=sys.stderr)
             raise SystemExit(1) from None
+    ctx.headline = [
+        figure("total FLOPs", report.total),
+        figure("product FLOPs", report.product_flops),
+    ]
     ctx.write_report(report)
     ctx.write_metrics(
         {
@@ -31,4 +49,4 @@ def run(ctx: StageContext) -> None:
 
 
 if __name__ == "__main__":
-    stage_main("flops", KEYS, run)
+    stage_main("flops", KEYS, run, about=__doc__ or "", writes=WRITES)

@@ -1,9 +1,24 @@
-"""Stage ``latency``: first-call and warmed latency with declared-work throughput."""
+"""Stage ``latency``: first-call and warmed latency with declared-work throughput.
+
+Measures: one first call, then warmed block averages (median, IQR) and throughput as the
+declared work of one call over the median. Writes: reports/latency.json (BenchmarkReport),
+metrics/latency.json (complete values only) and plots/latency_blocks.json (each warmed
+block's per-call time, DVC plots data).
+"""
 
 from __future__ import annotations
 
+import sys
+
+if not __package__:  # run as a file: its relative imports cannot work
+    sys.exit(
+        "torchscan_stages/stages/latency.py is part of a package; run it as a module: "
+        "python -m torchscan_stages.stages.latency"
+    )
+
 from typing import Any
 
+from ..pipeline.feedback import figure
 from ..pipeline.runner import (
     WORKLOAD_KEYS,
     StageContext,
@@ -13,6 +28,7 @@ from ..pipeline.runner import (
     stage_main,
 )
 
+WRITES = ("reports/latency.json", "metrics/latency.json", "plots/latency_blocks.json")
 KEYS = (*WORKLOAD_KEYS, "latency", "budgets")
 
 
@@ -45,9 +61,17 @@ def run(ctx: StageContext) -> None:
         report.diagnostics.extend(
             budget_outcome(metrics, "warmed_median_s", section.warmed, cfg.budgets.latency_median_s)
         )
+        ctx.headline = [
+            figure("warmed median", section.warmed),
+            figure("first call", section.first_call),
+            figure("throughput", section.throughput),
+        ]
     ctx.write_report(report)
     ctx.write_metrics(metrics)
+    # Raw warmed block averages (seconds per call); none at all when nothing was timed.
+    times = section.block_times_s if section is not None else []
+    ctx.write_plot([{"block": i, "time_s": t} for i, t in enumerate(times, 1)], "latency_blocks")
 
 
 if __name__ == "__main__":
-    stage_main("latency", KEYS, run)
+    stage_main("latency", KEYS, run, about=__doc__ or "", writes=WRITES)

@@ -1,9 +1,22 @@
-"""Stage ``memory``: peak PyTorch memory of one workload call, per scope."""
+"""Stage ``memory``: peak PyTorch memory of one workload call, per scope.
+
+Measures: the peak of live tensor storage (CPU) or allocator peaks (CUDA), each scope on its
+own, never summed. Writes: reports/memory.json (BenchmarkReport) and metrics/memory.json.
+"""
 
 from __future__ import annotations
 
+import sys
+
+if not __package__:  # run as a file: its relative imports cannot work
+    sys.exit(
+        "torchscan_stages/stages/memory.py is part of a package; run it as a module: "
+        "python -m torchscan_stages.stages.memory"
+    )
+
 from typing import Any
 
+from ..pipeline.feedback import figure
 from ..pipeline.runner import (
     WORKLOAD_KEYS,
     StageContext,
@@ -13,6 +26,7 @@ from ..pipeline.runner import (
     stage_main,
 )
 
+WRITES = ("reports/memory.json", "metrics/memory.json")
 KEYS = (*WORKLOAD_KEYS, "memory", "budgets")
 
 
@@ -37,9 +51,10 @@ def run(ctx: StageContext) -> None:
             metrics, f"peak_{scope}_bytes", budgeted, ctx.config.budgets.peak_memory_bytes
         )
     )
+    ctx.headline = [figure(f"peak {r.scope}", r) for r in results]
     ctx.write_report(report)
     ctx.write_metrics(metrics)
 
 
 if __name__ == "__main__":
-    stage_main("memory", KEYS, run)
+    stage_main("memory", KEYS, run, about=__doc__ or "", writes=WRITES)

@@ -1,9 +1,27 @@
-"""Stage ``profile``: an instrumented torch.profiler pass (operators by self time)."""
+"""Stage ``profile``: an instrumented torch.profiler pass (operators by self time).
+
+Measures: operator self and total times under the profiler (instrumented, not clean
+latency). Writes: reports/profile.json (BenchmarkReport); no flat metrics.
+"""
 
 from __future__ import annotations
 
-from ..pipeline.runner import WORKLOAD_KEYS, StageContext, record_execution, stage_main
+import sys
 
+if not __package__:  # run as a file: its relative imports cannot work
+    sys.exit(
+        "torchscan_stages/stages/profile.py is part of a package; run it as a module: "
+        "python -m torchscan_stages.stages.profile"
+    )
+
+from ..pipeline.runner import (
+    WORKLOAD_KEYS,
+    StageContext,
+    record_execution,
+    stage_main,
+)
+
+WRITES = ("reports/profile.json",)
 KEYS = (*WORKLOAD_KEYS, "profile")
 
 
@@ -22,8 +40,15 @@ def run(ctx: StageContext) -> None:
         )
     record_execution(report, workload.precision)
     # No flat metrics: profiler self times are instrumented, not numbers to track.
+    section = report.profile
+    if section is not None:
+        total = section.operators_total if section.operators_total is not None else "?"
+        ctx.headline = [
+            f"{len(section.operators)} of {total} operators by self time "
+            "(instrumented, not clean latency)"
+        ]
     ctx.write_report(report)
 
 
 if __name__ == "__main__":
-    stage_main("profile", KEYS, run)
+    stage_main("profile", KEYS, run, about=__doc__ or "", writes=WRITES)

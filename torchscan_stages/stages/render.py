@@ -1,6 +1,7 @@
 """Stage ``render``: one offline HTML page (reports/index.html) over every report.
 
-It reads only reports, never the config, so it needs no params.
+Reads: the JSON reports of the other stages in a folder (default reports/), never the config,
+so it needs no params. Writes: FOLDER/index.html (no network needed to view it).
 """
 
 from __future__ import annotations
@@ -9,20 +10,39 @@ import sys
 from pathlib import Path
 
 # Page order; a missing report (stage not in this pipeline) is simply absent.
-ORDER = ("crawl", "flops", "memory", "latency", "rss", "profile", "compare", "compare_diff")
+ORDER = (
+    "crawl",
+    "flops",
+    "predict",
+    "memory",
+    "latency",
+    "rss",
+    "profile",
+    "compare",
+    "compare_diff",
+)
+USAGE = "usage: python -m torchscan_stages.stages.render [FOLDER]  (default: reports)"
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in ("-h", "--help"):
+        print(f"{USAGE}\n\n{__doc__}")
+        return 0
+    if len(args) > 1 or (args and args[0].startswith("-")):
+        print(f"render: unexpected arguments {args!r}\n{USAGE}", file=sys.stderr)
+        return 2
     from ..render import render_index
 
-    args = sys.argv[1:] if argv is None else argv
     folder = Path(args[0]) if args else Path("reports")
     paths = [folder / f"{name}.json" for name in ORDER if (folder / f"{name}.json").exists()]
     if not paths:
-        print(f"render: no reports under {folder}", file=sys.stderr)
+        expected = ", ".join(f"{name}.json" for name in ORDER)
+        print(f"render: no reports under {folder}/ (expected any of {expected})", file=sys.stderr)
         return 2
-    render_index(paths, folder / "index.html", title="torchscan_stages pipeline")
-    print(folder / "index.html")
+    target = folder / "index.html"
+    render_index(paths, target, title="torchscan_stages pipeline")
+    print(f"render: {len(paths)} reports -> wrote {target}")
     return 0
 
 

@@ -1,11 +1,30 @@
-"""Stage ``rss``: peak resident set size of a fresh child that rebuilds the same workload."""
+"""Stage ``rss``: peak resident set size of a fresh child that rebuilds the same workload.
+
+Measures: the process-level peak RSS of a new Python process that imports, builds the same
+model and inputs and runs one call, with a peak per phase. Writes: reports/rss.json
+(BenchmarkReport) and metrics/rss.json. The child reads the validated config from a
+temporary JSON file (any size), never from its command line.
+"""
 
 from __future__ import annotations
 
-import json
 import sys
+
+if not __package__:  # run as a file: its relative imports cannot work
+    sys.exit(
+        "torchscan_stages/stages/rss.py is part of a package; run it as a module: "
+        "python -m torchscan_stages.stages.rss"
+    )
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from ..pipeline.feedback import figure
 from ..pipeline.runner import (
     WORKLOAD_KEYS,
     StageContext,
@@ -15,18 +34,36 @@ from ..pipeline.runner import (
     stage_main,
 )
 
+WRITES = ("reports/rss.json", "metrics/rss.json")
 KEYS = (*WORKLOAD_KEYS, "rss", "budgets")
 
 
-def child_command(ctx: StageContext) -> list[str]:
-    """The child's command line: the validated config travels as JSON, nothing is re-read."""
-    config = ctx.config.model_dump(mode="json", by_alias=True)
+def child_command(config_file: Path) -> list[str]:
+    """The child's command line: the validated config travels in a file, nothing is re-read.
+
+    A file, not an argument: a large config (long kwargs, a big custom mapping) would pass
+    the kernel's argument-size limit ("Argument list too long").
+    """
     return [
         sys.executable,
         "-m",
         "torchscan_stages.pipeline.rss_child",
-        json.dumps(config, sort_keys=True, separators=(",", ":")),
+        "--config-file",
+        str(config_file),
     ]
+
+
+@contextlib.contextmanager
+def config_file(ctx: StageContext) -> Iterator[Path]:
+    """The validated config as a temporary JSON file, removed when the child is done."""
+    config = ctx.config.model_dump(mode="json", by_alias=True)
+    fd, name = tempfile.mkstemp(prefix="torchscan_stages-rss-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(config, handle, sort_keys=True)
+        yield Path(name)
+    finally:
+        os.unlink(name)
 
 
 def run(ctx: StageContext) -> None:
@@ -35,7 +72,8 @@ def run(ctx: StageContext) -> None:
 
     resolve_device(ctx.config.device)  # an absent device fails here, before the child runs
     name = f"{ctx.config.model.name}-{ctx.config.input.name}-{ctx.config.precision.name}"
-    report = measure_peak_rss(child_command(ctx), timeout=ctx.config.rss.timeout, name=name)
+    with config_file(ctx) as path:
+        report = measure_peak_rss(child_command(path), timeout=ctx.config.rss.timeout, name=name)
     record_execution(report, ctx.config.precision)
     metrics: dict[str, Any] = {}
     section = report.rss
@@ -48,9 +86,11 @@ def run(ctx: StageContext) -> None:
                 metrics, "peak_rss_bytes", section.peak, ctx.config.budgets.peak_rss_bytes
             )
         )
+        ctx.headline = [figure("peak RSS", section.peak)]
+        ctx.headline += [figure(f"{phase.name} phase", phase.peak_rss) for phase in section.phases]
     ctx.write_report(report)
     ctx.write_metrics(metrics)
 
 
 if __name__ == "__main__":
-    stage_main("rss", KEYS, run)
+    stage_main("rss", KEYS, run, about=__doc__ or "", writes=WRITES)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from math import prod
 from typing import Any
 
 import torch
@@ -45,10 +43,6 @@ def in_out(ctx: CallContext) -> tuple[torch.Tensor, torch.Tensor]:
     return x, y
 
 
-def numel(shape: Sequence[int]) -> int:
-    return prod(shape)
-
-
 def param_numel(module: torch.nn.Module) -> int:
     """Elements of the module's own parameters (read once per call)."""
     unique = {id(p): p for p in module._parameters.values() if p is not None}
@@ -58,10 +52,6 @@ def param_numel(module: torch.nn.Module) -> int:
 def pointwise_rf() -> dict[str, int]:
     """Local receptive-field triple of a layer that maps each position to itself."""
     return {"receptive_field": 1, "effective_stride": 1, "effective_padding": 0}
-
-
-def first(value: int | Sequence[int]) -> int:
-    return value if isinstance(value, int) else int(max(value))
 
 
 def note(code: str, message: str, metric: str | None = None) -> Diagnostic:

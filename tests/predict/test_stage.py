@@ -1,0 +1,95 @@
+"""The pipeline's predict stage, run as DVC runs it: a child process reading params.yaml."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from torchscan_stages.report import PredictionReport, load_report
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(tmp_path: Path, **predict: object) -> subprocess.CompletedProcess[str]:
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    params["predict"].update(predict)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    env = {**os.environ, "DVC_STAGE": "predict"}
+    return subprocess.run(
+        [sys.executable, "-m", "torchscan_stages.stages.predict"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_stage_writes_a_prediction_report_and_metrics(tmp_path: Path) -> None:
+    done = _run(tmp_path, mode="training", optimizer="adamw", device="cuda", capacity_bytes=2**30)
+    assert done.returncode == 0, done.stderr
+    report = load_report(tmp_path / "reports" / "predict.json")
+    assert isinstance(report, PredictionReport)
+    assert report.peak.status == "complete" and report.peak.method == "fake_tensor_prediction"
+    assert report.ran_without_data and report.fits is True  # a few MiB against 1 GiB
+    assert report.provenance.run is not None and report.provenance.run.stage == "predict"
+    assert set(report.provenance.run.config) == {
+        "model", "input", "device", "precision", "threads", "seed", "predict"
+    }  # fmt: skip
+    # the parameters at the peak are the configured model's, each in 512-byte blocks,
+    # counted from a real build of the same config here
+    from torchscan_stages.pipeline.schema import validate_config
+    from torchscan_stages.pipeline.workload import build_model_and_inputs
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    model, _, _ = build_model_and_inputs(validate_config(params))
+    blocks = sum(-(-p.numel() * p.element_size() // 512) * 512 for p in model.parameters())
+    assert report.by_category["parameters"].value == blocks
+    assert "optimizer_step" in report.by_phase  # the AdamW step ran
+    metrics = json.loads((tmp_path / "metrics" / "predict.json").read_text(encoding="utf-8"))
+    assert metrics["predicted_peak_bytes"] == report.peak.value
+    assert metrics["predicted_fits"] == 1
+
+
+def test_stage_refuses_a_bad_setting_naming_the_key(tmp_path: Path) -> None:
+    done = _run(tmp_path, device="tpu")
+    assert done.returncode == 2
+    assert "predict.device" in done.stderr
+    assert not (tmp_path / "reports").exists()
+
+
+def test_stage_is_declared_with_exactly_its_params() -> None:
+    from torchscan_stages.stages import predict
+
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    assert stages["predict"]["params"] == list(predict.KEYS)
+    assert "reports/predict.json" in stages["render"]["deps"]
+
+
+def test_stage_in_cast_bf16_builds_bf16_parameters(tmp_path: Path) -> None:
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    params["precision"] = {"name": "bf16", "dtype": "bfloat16", "apply": "cast"}
+    params["predict"].update(mode="inference", device="cpu")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "torchscan_stages.stages.predict"],
+        cwd=tmp_path,
+        env={**os.environ, "DVC_STAGE": "predict"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    report = load_report(tmp_path / "reports" / "predict.json")
+    assert isinstance(report, PredictionReport)
+    from torchscan_stages.pipeline.schema import validate_config
+    from torchscan_stages.pipeline.workload import build_model_and_inputs
+
+    model, _, _ = build_model_and_inputs(validate_config(params))
+    # 2 bytes per parameter in bf16, exact bytes on the CPU model
+    assert report.by_category["parameters"].value == 2 * sum(p.numel() for p in model.parameters())

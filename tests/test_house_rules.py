@@ -1,0 +1,40 @@
+"""House rules a reviewer would otherwise check by hand (docs/architecture.md)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "torchscan_stages"
+MAX_BODY_LINES = 80
+
+
+def _body_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines from the first statement after the docstring to the end of the function."""
+    body = node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:] or body
+    return (node.end_lineno or node.lineno) - body[0].lineno + 1
+
+
+def test_no_function_in_the_package_is_longer_than_80_lines() -> None:
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = _body_lines(node)
+                if lines > MAX_BODY_LINES:
+                    long.append(
+                        f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} {lines}"
+                    )
+    assert not long, "split these at their natural seams:\n" + "\n".join(long)
+
+
+def test_the_workload_alias_is_defined_once() -> None:
+    definitions = [
+        str(path.relative_to(PACKAGE.parent))
+        for path in PACKAGE.rglob("*.py")
+        if "Workload = Callable[[], Any]" in path.read_text(encoding="utf-8")
+    ]
+    assert definitions == ["torchscan_stages/workload_type.py"]

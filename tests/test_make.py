@@ -1,0 +1,55 @@
+"""The make entry points: install only when the dependency files changed; progress lines."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+
+
+def _scratch(tmp_path: Path) -> Path:
+    for name in ("Makefile", "pyproject.toml", "constraints.txt", ".ci/heartbeat"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tmp_path / name)
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").write_text("")
+    return tmp_path
+
+
+def _dry_run(folder: Path) -> str:
+    done = subprocess.run(
+        ["make", "-n", "setup"], cwd=folder, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_setup_installs_only_when_pyproject_or_constraints_changed(tmp_path: Path) -> None:
+    folder = _scratch(tmp_path)
+    stamp = folder / ".venv" / ".installed"
+    assert "pip install" in _dry_run(folder)  # never installed: install
+    stamp.write_text("")
+    os.utime(folder / "pyproject.toml", (1_000, 1_000))  # older than the stamp
+    os.utime(folder / "constraints.txt", (1_000, 1_000))
+    os.utime(stamp, (2_000, 2_000))
+    assert "pip install" not in _dry_run(folder)  # nothing changed: no install
+    os.utime(folder / "constraints.txt", (3_000, 3_000))  # a new pin
+    assert "pip install" in _dry_run(folder)
+
+
+def test_heartbeat_passes_output_and_exit_status_through(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / ".ci" / "heartbeat"), "job", "sh", "-c", "echo hi; exit 3"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 3
+    lines = done.stdout.splitlines()
+    assert lines[0] == "hi" and lines[-1].startswith("[job] done in ")
+    assert lines[-1].endswith("(exit 3)")

@@ -1,0 +1,544 @@
+"""Layer records from the calls crawl_module recorded: own parts, aggregation, wire models.
+
+Runs after the forward, so nothing here is on the hot path of the hooks. A record's own part
+comes from its handler, or, without one, from the operators its own forward dispatched (an
+exact zero when it only reshaped, unavailable when it computed); aggregates add children's
+records; the receptive-field chain follows completion order. Per-layer operator FLOPs (the
+``measure_flops`` method) travel beside the module-formula metrics and are never added to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from torch import nn
+
+from ..report import (
+    Diagnostic,
+    LayerMetrics,
+    LayerOperatorFlops,
+    LayerRecord,
+    MetricResult,
+    ParameterStats,
+    combine_sum,
+    trusted_construct,
+)
+from .handlers import (
+    FILL_METHOD,
+    FORMULA_METRICS,
+    METHOD,
+    METRIC_UNITS,
+    MIXED_METHOD,
+    SCOPE,
+    ModuleHandler,
+    as_diagnostics,
+    to_metric,
+)
+from .operators import OperatorCounter, OwnerOps
+from .receptive import receptive_chain
+from .tensor_meta import RawMeta, to_value_meta
+
+Mode = Literal["full", "structure"]
+COST_METRICS = ("module_flops", "macs", "dmas")
+RF_METRICS = ("receptive_field", "effective_stride", "effective_padding")
+_VIEW_LIKE_REASONS = ("view or metadata", "host synchronisation", "profiler annotation")
+# Operators that do no multiply-accumulate under the module formulas' conventions
+# (activations, pooling and softmax modules have 0 MACs): a module running only these itself
+# has exactly 0 own MACs. An allow-list, because a multiply hides MACs in many shapes (an
+# affine x*g+b, a manual dot product, lerp, addcmul, linear upsampling, grid sampling).
+MAC_FREE_OPERATORS = frozenset(
+    f"aten.{name}"
+    for name in (  # noqa: SIM905 (a word list reads better than 90 lines of strings)
+        "add add_ sub sub_ rsub neg neg_ abs abs_ div div_ true_divide maximum minimum relu "
+        "relu_ relu6 relu6_ clamp clamp_ clamp_min clamp_min_ clamp_max clamp_max_ hardtanh "
+        "hardtanh_ threshold threshold_ leaky_relu leaky_relu_ elu elu_ selu selu_ celu "
+        "celu_ gelu gelu_ silu silu_ sigmoid sigmoid_ tanh tanh_ hardswish hardswish_ "
+        "hardsigmoid hardsigmoid_ mish mish_ softplus exp exp_ log log_ sqrt sqrt_ rsqrt "
+        "rsqrt_ eq ne lt le gt ge logical_and logical_or logical_not max_pool1d max_pool2d "
+        "max_pool3d max_pool2d_with_indices max_pool3d_with_indices avg_pool1d avg_pool2d "
+        "avg_pool3d _adaptive_avg_pool2d _adaptive_avg_pool3d adaptive_avg_pool1d "
+        "adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d mean sum amax amin max "
+        "min _softmax _log_softmax all any bitwise_and bitwise_or bitwise_xor bitwise_not"
+    ).split()
+)
+_PRODUCTS = frozenset({"aten.mul", "aten.mul_"})
+_ACCUMULATING = frozenset(
+    f"aten.{name}" for name in ("add", "add_", "sub", "sub_", "rsub", "sum", "mean")
+)
+OPERATOR_UNIT = "FLOPs"
+OPERATOR_METHOD = "operator_dispatch"
+
+
+@dataclass
+class Call:
+    """One module call, filled by the hooks (cheap fields only)."""
+
+    module: nn.Module
+    path: str
+    call_index: int
+    parent: int | None
+    handler: ModuleHandler | None
+    key: str
+    inputs: RawMeta
+    output: RawMeta | None = None
+    result: Any = None
+    error: str | None = None
+    children: list[int] = field(default_factory=list)
+    inside_inclusive: bool = False
+
+
+@dataclass
+class Built:
+    records: list[LayerRecord]
+    aggregates: list[dict[str, MetricResult]]
+    diagnostics: list[Diagnostic]
+    handler_failures: list[str]
+    filled: list[str]
+
+
+@dataclass
+class _Own:
+    """Own parts of every call, with what the receptive-field chain needs."""
+
+    metrics: list[dict[str, MetricResult]]
+    rf_local: list[tuple[Any, Any, Any] | None]
+    participates: list[bool]
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    filled: list[str] = field(default_factory=list)
+    reported: set[tuple[str, str]] = field(default_factory=set)
+
+    def once(self, call: Call, what: str) -> bool:
+        """True the first time ``what`` is reported for ``call.path``."""
+        if (call.path, what) in self.reported:
+            return False
+        self.reported.add((call.path, what))
+        return True
+
+
+# --------------------------------------------------------------------------- metric helpers
+
+_UNAVAILABLE = {
+    name: MetricResult.unavailable(unit=unit, scope=SCOPE, method=METHOD)
+    for name, unit in METRIC_UNITS.items()
+}
+_ZERO = {
+    name: MetricResult.complete(0, unit=unit, scope=SCOPE, method=METHOD)
+    for name, unit in METRIC_UNITS.items()
+}
+
+
+def unavailable(name: str) -> MetricResult:
+    return _UNAVAILABLE[name]  # frozen models: one shared instance is safe
+
+
+def complete(name: str, value: int | float) -> MetricResult:
+    if value == 0 and isinstance(value, int):
+        return _ZERO[name]
+    return MetricResult.complete(value, unit=METRIC_UNITS[name], scope=SCOPE, method=METHOD)
+
+
+def _relabel(result: MetricResult, method: str) -> MetricResult:
+    unit, scope = result.unit, result.scope
+    if result.status == "complete":
+        assert result.value is not None
+        return MetricResult.complete(result.value, unit=unit, scope=scope, method=method)
+    if result.status == "partial":
+        assert result.known_value is not None
+        return MetricResult.partial(result.known_value, unit=unit, scope=scope, method=method)
+    return MetricResult.unavailable(unit=unit, scope=scope, method=method)
+
+
+def sum_metric(name: str, parts: list[MetricResult]) -> MetricResult:
+    """Sum of module-formula parts; any operator-filled part makes the method say so."""
+    if len(parts) == 1 and parts[0].unit == METRIC_UNITS[name]:  # a leaf: nothing to add
+        return parts[0]
+    method = METHOD
+    if any(p.method != METHOD for p in parts):
+        method = MIXED_METHOD
+        parts = [_relabel(p, MIXED_METHOD) for p in parts]
+    return combine_sum(parts, unit=METRIC_UNITS[name], scope=SCOPE, method=method)
+
+
+# ------------------------------------------------------------------------------ own parts
+
+
+def handler_metrics(call: Call) -> tuple[dict[str, MetricResult], list[Diagnostic], bool]:
+    """(metrics, diagnostics, failed) from the handler's raw result."""
+    assert call.handler is not None
+    label = call.handler.label
+    where = call.path or "<root>"
+    if call.error is not None:
+        failed = Diagnostic(
+            code="handler_failed",
+            severity="error",
+            path=call.path,
+            message=f"handler {label} for {type(call.module).__name__} at {where}"
+            f" (call {call.call_index}) raised {call.error}; its metrics are unavailable",
+        )
+        return {}, [failed], True
+    result = call.result
+    try:
+        if not isinstance(result, Mapping):
+            raise TypeError(f"returned {type(result).__name__}, expected a mapping of metrics")
+        unknown = set(result) - set(FORMULA_METRICS) - {"diagnostics"}
+        if unknown:
+            raise ValueError(
+                f"returned unknown metric(s) {sorted(unknown)}; known: {list(FORMULA_METRICS)}"
+            )
+        metrics = {
+            name: to_metric(name, result[name]) for name in FORMULA_METRICS if name in result
+        }
+        diagnostics = as_diagnostics(result.get("diagnostics"), call.path)
+    except (TypeError, ValueError) as error:
+        failed = Diagnostic(
+            code="handler_failed",
+            severity="error",
+            path=call.path,
+            message=f"handler {label} for {type(call.module).__name__} at {where} "
+            f"(call {call.call_index}) returned an invalid result: {error}; its metrics are "
+            "unavailable",
+        )
+        return {}, [failed], True
+    return metrics, diagnostics, False
+
+
+def _macs_free(ops: OwnerOps) -> bool:
+    """True when a module's own operators are known to do no multiply-accumulate.
+
+    Every operator it ran itself must be counted by a built-in formula (no custom formula,
+    nothing uncounted) and be on the allow-list: a residual ``add``, an activation, a
+    pooling, a softmax or a plain reduction in a container's forward; or element-wise
+    ``mul`` with no add, subtract or reduction beside it (nothing to accumulate a product
+    into). Then the module's own MACs are exactly 0 even though its own FLOPs have no module
+    formula.
+    """
+    if ops.uncounted_calls or ops.unclassified_calls:
+        return False
+    names = ops.counted_calls
+    if all(name in MAC_FREE_OPERATORS for name in names):
+        return True
+    # element-wise products with nothing to accumulate them into (a gated MLP's act(g) * u,
+    # a scaling by a constant): no multiply-accumulate either
+    return all(n in MAC_FREE_OPERATORS or n in _PRODUCTS for n in names) and not any(
+        n in _ACCUMULATING for n in names
+    )
+
+
+def _own_ops_state(ops: OwnerOps | None, counter: OperatorCounter) -> tuple[bool, bool, str]:
+    """(does arithmetic, moves data, description) of a module's own operators."""
+    if ops is None:
+        return False, False, ""
+    arithmetic = ops.flops > 0 or bool(ops.uncounted_calls)
+    names = sorted([n for n, f in ops.op_flops.items() if f > 0] + list(ops.uncounted_calls))
+    moves = [
+        n for n in ops.ignored_calls if not counter.ignored_reason(n).startswith(_VIEW_LIKE_REASONS)
+    ]
+    return arithmetic, bool(moves), ", ".join(names) if names else ", ".join(sorted(moves))
+
+
+def _from_handler(own: _Own, i: int, call: Call) -> bool:
+    """Own part from the call's handler; False when the handler failed."""
+    assert call.handler is not None
+    metrics, diags, failed = handler_metrics(call)
+    own.diagnostics.extend(diags)
+    own.participates[i] = not call.inside_inclusive
+    if failed:
+        own.failures.append(f"layers[{call.path or '<root>'}#{call.call_index}]")
+        own.metrics[i] = {m: unavailable(m) for m in COST_METRICS}
+        return False
+    own.metrics[i] = metrics
+    missing = [m for m in COST_METRICS if m not in metrics or metrics[m].status == "unavailable"]
+    if missing and own.once(call, "missing"):
+        own.diagnostics.append(
+            Diagnostic(
+                code="formula_unavailable",
+                path=call.path,
+                metric=",".join(missing),
+                message=f"{call.handler.label} gives no {', '.join(missing)} for "
+                f"{type(call.module).__name__} at {call.path or '<root>'}",
+            )
+        )
+    if all(m in metrics and metrics[m].is_complete for m in RF_METRICS):
+        own.rf_local[i] = tuple(metrics[m].value for m in RF_METRICS)  # type: ignore[assignment]
+    return True
+
+
+def _filled(ops: OwnerOps) -> dict[str, MetricResult]:
+    """Own module metrics read from the call's own operators (method ``operator_fill``)."""
+    flops_status = "complete" if ops.complete else "partial"
+    macs_status = "complete" if ops.complete and not ops.unclassified_calls else "partial"
+    macs = ops.product_flops // 2
+    return {
+        "module_flops": _status_metric(flops_status, ops.flops, "FLOPs"),
+        "macs": _status_metric(macs_status, macs, "MACs"),
+        "dmas": MetricResult.unavailable(unit="elements", scope=SCOPE, method=FILL_METHOD),
+    }
+
+
+def _status_metric(status: str, value: int, unit: str) -> MetricResult:
+    if status == "complete":
+        return MetricResult.complete(value, unit=unit, scope=SCOPE, method=FILL_METHOD)
+    return MetricResult.partial(value, unit=unit, scope=SCOPE, method=FILL_METHOD)
+
+
+def _unsupported(own: _Own, i: int, call: Call, ops: OwnerOps | None, what: str) -> None:
+    """A module without handler that computes itself: unavailable own part + a diagnostic."""
+    own.metrics[i] = {m: unavailable(m) for m in COST_METRICS}
+    macs_free = ops is not None and _macs_free(ops)
+    if macs_free:
+        own.metrics[i]["macs"] = complete("macs", 0)
+    own.participates[i] = not call.children and not call.inside_inclusive
+    if not own.once(call, "unsupported"):
+        return
+    kind = "leaf module" if not call.children else "module"
+    affected = (
+        "its module FLOPs and DMAs are a lower bound or unavailable (its MACs are "
+        "complete: those operators do no multiply-accumulate)"
+        if macs_free
+        else "its module metrics are a lower bound or unavailable"
+    )
+    name = type(call.module).__name__
+    own.diagnostics.append(
+        Diagnostic(
+            code="unsupported_module",
+            path=call.path,
+            metric="module_flops,dmas" if macs_free else "module_flops,macs,dmas",
+            message=f"{kind} {name} at {call.path or '<root>'} has no handler and its own "
+            f"forward computes outside its children ({what}); {affected}. Fix: "
+            f"custom_modules={{{name}: ModuleHandler(...)}}, or fill_from_operators=[{name}] "
+            "to take its own operator count.",
+        )
+    )
+
+
+def _reshapes_only(own: _Own, i: int, call: Call, moves: bool, what: str) -> None:
+    """A module whose own forward only reshapes or moves data: exact zero FLOPs and MACs."""
+    own.metrics[i] = {"module_flops": complete("module_flops", 0), "macs": complete("macs", 0)}
+    if not moves:
+        own.metrics[i]["dmas"] = complete("dmas", 0)
+        return
+    own.metrics[i]["dmas"] = MetricResult.partial(
+        0, unit=METRIC_UNITS["dmas"], scope=SCOPE, method=METHOD
+    )
+    if own.once(call, "moves"):
+        own.diagnostics.append(
+            Diagnostic(
+                code="unmodelled_data_movement",
+                path=call.path,
+                metric="dmas",
+                message=f"{type(call.module).__name__} at {call.path or '<root>'} "
+                f"copies data in its own forward ({what}); its DMAs are a lower bound",
+            )
+        )
+
+
+def _own_parts(
+    calls: list[Call],
+    counter: OperatorCounter | None,
+    owner_ops: dict[Any, OwnerOps],
+    fill: Any,
+) -> _Own:
+    """Own module-formula part of every call (full mode)."""
+    n = len(calls)
+    own = _Own([{} for _ in range(n)], [None] * n, [False] * n)
+    for i, call in enumerate(calls):
+        if call.handler is not None:
+            _from_handler(own, i, call)
+            continue
+        ops = owner_ops.get(call.key)
+        arithmetic, moves, what = _own_ops_state(ops, counter)  # type: ignore[arg-type]
+        if arithmetic and ops is not None and _wants_fill(fill, call.module):
+            own.metrics[i] = _filled(ops)
+            own.participates[i] = not call.children and not call.inside_inclusive
+            if call.path not in own.filled:
+                own.filled.append(call.path)
+        elif arithmetic:
+            _unsupported(own, i, call, ops, what)
+        else:
+            _reshapes_only(own, i, call, moves, what)
+    return own
+
+
+def _wants_fill(fill: Any, module: nn.Module) -> bool:
+    if fill is True:
+        return True
+    return bool(fill) and isinstance(module, fill)
+
+
+# ------------------------------------------------------------------------------ aggregates
+
+
+def _aggregate(calls: list[Call], own: list[dict[str, MetricResult]]) -> list[dict[str, Any]]:
+    """Whole-call metrics; children have larger indices than their parent: one reverse pass."""
+    n = len(calls)
+    aggregates: list[dict[str, MetricResult]] = [{} for _ in range(n)]
+    for i in range(n - 1, -1, -1):
+        call = calls[i]
+        mine_all = own[i]
+        if not call.children:  # a leaf: its own part is its whole call
+            aggregates[i] = {m: mine_all.get(m) or _UNAVAILABLE[m] for m in COST_METRICS}
+            continue
+        inclusive = call.handler is not None and call.handler.inclusive
+        for name in COST_METRICS:
+            mine = mine_all.get(name) or _UNAVAILABLE[name]
+            if inclusive and name in mine_all:
+                aggregates[i][name] = mine
+            else:
+                parts = [mine] + [aggregates[c][name] for c in call.children]
+                aggregates[i][name] = sum_metric(name, parts)
+    return aggregates
+
+
+def _operator_metric(flops: int, exact: bool) -> MetricResult:
+    if exact:
+        return MetricResult.complete(flops, unit=OPERATOR_UNIT, scope=SCOPE, method=OPERATOR_METHOD)
+    return MetricResult.partial(flops, unit=OPERATOR_UNIT, scope=SCOPE, method=OPERATOR_METHOD)
+
+
+def operator_flops(calls: list[Call], owner_ops: dict[Any, OwnerOps]) -> list[LayerOperatorFlops]:
+    """Per call: operator FLOPs it dispatched itself and over its whole call (children in)."""
+    n = len(calls)
+    # [own flops, own exact, own products, products exact, incl flops, incl exact, ...]
+    sums: list[list[Any]] = [[] for _ in range(n)]
+    for i in range(n - 1, -1, -1):
+        ops = owner_ops.get(calls[i].key)
+        if ops is None:
+            own = [0, True, 0, True]
+        else:
+            own = [ops.flops, ops.complete, ops.product_flops]
+            own.append(ops.complete and not ops.unclassified_calls)
+        total = list(own)
+        for c in calls[i].children:
+            child = sums[c]
+            total[0] += child[4]
+            total[1] = total[1] and child[5]
+            total[2] += child[6]
+            total[3] = total[3] and child[7]
+        sums[i] = own + total
+    shared: dict[tuple[Any, ...], LayerOperatorFlops] = {}  # frozen: equal counts share one
+    records = []
+    for s in sums:
+        key = tuple(s)
+        record = shared.get(key)
+        if record is None:
+            record = shared[key] = trusted_construct(
+                LayerOperatorFlops,
+                {
+                    "own": _operator_metric(s[0], s[1]),
+                    "inclusive": _operator_metric(s[4], s[5]),
+                    "own_products": _operator_metric(s[2], s[3]),
+                    "inclusive_products": _operator_metric(s[6], s[7]),
+                },
+            )
+        records.append(record)
+    return records
+
+
+# -------------------------------------------------------------------------------- records
+
+
+def _param_stats(module: nn.Module, seen: set[int]) -> ParameterStats:
+    params = buffers = trainable = pbytes = bbytes = shared = 0
+    for p in module._parameters.values():
+        if p is None:
+            continue
+        n = p.numel()
+        params += n
+        trainable += n if p.requires_grad else 0
+        pbytes += n * p.element_size()
+        if id(p) in seen:
+            shared += n
+        seen.add(id(p))
+    for b in module._buffers.values():
+        if b is None:
+            continue
+        buffers += b.numel()
+        bbytes += b.numel() * b.element_size()
+    return trusted_construct(
+        ParameterStats,
+        {
+            "parameters": params,
+            "trainable_parameters": trainable,
+            "parameter_bytes": pbytes,
+            "buffer_elements": buffers,
+            "buffer_bytes": bbytes,
+            "shared_parameters": shared,
+        },
+    )
+
+
+def _records(
+    calls: list[Call],
+    aggregates: list[dict[str, MetricResult]],
+    rf_values: list[tuple[MetricResult, MetricResult, MetricResult]],
+    per_layer_ops: list[LayerOperatorFlops] | None,
+) -> list[LayerRecord]:
+    seen: set[int] = set()
+    records = []
+    for i, call in enumerate(calls):
+        metrics = dict(aggregates[i])
+        for name, value in zip(RF_METRICS, rf_values[i], strict=False):
+            metrics[name] = value
+        handler = call.handler
+        records.append(
+            trusted_construct(  # fields are typed by construction
+                LayerRecord,
+                {
+                    "path": call.path,
+                    "call_index": call.call_index,
+                    "name": call.path.rpartition(".")[2],
+                    "depth": 0 if not call.path else call.path.count(".") + 1,
+                    "type": type(call.module).__name__,
+                    "is_leaf": not call.module._modules,
+                    "handler": handler.label if handler is not None else None,
+                    "inclusive": bool(handler is not None and handler.inclusive),
+                    "input": to_value_meta(call.inputs),
+                    "output": to_value_meta(call.output) if call.output is not None else None,
+                    "params": _param_stats(call.module, seen),
+                    "metrics": trusted_construct(LayerMetrics, metrics),
+                    "operator_flops": per_layer_ops[i] if per_layer_ops is not None else None,
+                },
+            )
+        )
+    return records
+
+
+def build(calls: list[Call], mode: Mode, counter: OperatorCounter | None, fill: Any) -> Built:
+    """Records, aggregates and diagnostics of the recorded calls."""
+    n = len(calls)
+    if mode == "structure" or counter is None:
+        aggregates = [{name: _UNAVAILABLE[name] for name in COST_METRICS} for _ in range(n)]
+        none = (
+            unavailable("receptive_field"),
+            unavailable("effective_stride"),
+            unavailable("effective_padding"),
+        )
+        records = _records(calls, aggregates, [none] * n, None)
+        return Built(records, aggregates, [], [], [])
+    owner_ops = counter.owner_ops()
+    own = _own_parts(calls, counter, owner_ops, fill)
+    aggregates = _aggregate(calls, own.metrics)
+    rf_values = receptive_chain(calls, own.rf_local, own.participates, own.diagnostics)
+    per_layer_ops = operator_flops(calls, owner_ops)
+    records = _records(calls, aggregates, rf_values, per_layer_ops)
+    if own.filled:
+        own.diagnostics.append(_fill_diagnostic(own.filled))
+    return Built(records, aggregates, own.diagnostics, own.failures, own.filled)
+
+
+def _fill_diagnostic(paths: list[str]) -> Diagnostic:
+    shown = ", ".join(p or "<root>" for p in paths[:20])
+    more = f" and {len(paths) - 20} more" if len(paths) > 20 else ""
+    return Diagnostic(
+        code="operator_fill",
+        severity="info",
+        metric="module_flops,macs,dmas",
+        count=len(paths),
+        message=f"fill_from_operators took the own module FLOPs of {len(paths)} module(s) "
+        f"without a handler from the operators their own forward ran (method {FILL_METHOD}: "
+        "FLOPs = their operator FLOPs, MACs = their tensor-product FLOPs / 2, DMAs "
+        f"unavailable): {shown}{more}. Totals that include them carry method {MIXED_METHOD}.",
+    )

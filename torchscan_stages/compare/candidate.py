@@ -1,0 +1,115 @@
+"""The configured candidate against its baseline: the one library call of the compare stage.
+
+Builds both workloads from the composed pipeline config, compares them with
+compare_benchmarks (the owner's allclose check, tolerance from ``candidate.tolerance``, no
+default) and diffs the two models' crawl reports. A candidate that cannot be built or run
+here (e.g. torch.compile without a working compiler) becomes a ``candidate_failed``
+comparison with no numbers, never a crash or a fabricated delta.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..report import BenchmarkComparison, CheckResult, Diagnostic, ReportDiff
+
+
+@dataclass(frozen=True)
+class CandidateComparison:
+    """The two reports the stage writes, and its flat metrics (complete values only)."""
+
+    comparison: BenchmarkComparison
+    diff: ReportDiff
+
+    def metrics(self) -> dict[str, Any]:
+        metrics: dict[str, Any] = {}
+        if self.comparison.check.passed is not None:
+            metrics["check_passed"] = int(self.comparison.check.passed)
+        for delta in self.comparison.deltas:
+            if delta.ratio is not None and not delta.withheld:
+                metrics[f"{delta.metric.replace('.', '_')}_ratio"] = delta.ratio
+        for key, value in self.diff.totals.items():
+            if value.delta is not None:
+                metrics[f"diff_{key}"] = value.delta
+        return metrics
+
+
+def _failed(candidate_name: str, error: BaseException) -> BenchmarkComparison:
+    from ..provenance import build_provenance
+
+    message = f"candidate {candidate_name!r} failed: {type(error).__name__}: {error}"
+    message = " ".join(message.split())[:2000]
+    return BenchmarkComparison(
+        provenance=build_provenance(),
+        baseline_name="baseline",
+        candidate_name=candidate_name,
+        check=CheckResult(performed=False, passed=None, error=message),
+        deltas=[],
+        diagnostics=[Diagnostic(code="candidate_failed", severity="error", message=message)],
+    )
+
+
+def _timed_comparison(cfg: Any, baseline: Any) -> BenchmarkComparison:
+    """compare_benchmarks over the configured pair; a failing candidate is recorded."""
+    from ..pipeline.workload import build_workload
+    from .benchmarks import compare_benchmarks
+    from .checks import allclose_check
+
+    rtol, atol = cfg.candidate.tolerance.required()
+    failures: list[BaseException] = []
+    try:
+        candidate = build_workload(cfg, candidate=cfg.candidate)
+    except Exception as error:  # e.g. torch.compile refusing this model or backend
+        return _failed(cfg.candidate.name, error)
+
+    def candidate_call() -> Any:
+        try:
+            return candidate()
+        except Exception as error:
+            failures.append(error)
+            raise
+
+    try:
+        return compare_benchmarks(
+            baseline,
+            candidate_call,
+            check=allclose_check(rtol, atol),
+            work_units=cfg.input.work_units,
+            unit=cfg.input.unit,
+            warmup=cfg.compare.warmup,
+            min_run_time=cfg.compare.min_run_time,
+            max_run_time=cfg.compare.max_run_time,
+            memory=True,
+            device=baseline.device,
+            baseline_name=baseline.name,
+            candidate_name=candidate.name,
+            seed=cfg.seed,
+        )
+    except Exception:
+        if not failures:
+            raise
+        return _failed(cfg.candidate.name, failures[0])
+
+
+def compare_configured_candidate(cfg: Any) -> CandidateComparison:
+    """Baseline vs ``cfg.candidate`` (timing, check, memory) and the two models' crawl diff."""
+    from ..analysis.crawl import crawl_module
+    from ..pipeline.workload import build_workload, thread_settings
+    from .reports import compare_reports
+
+    cfg.candidate.tolerance.required()  # the owner's tolerance, before anything runs
+    baseline = build_workload(cfg)
+    with thread_settings(cfg.threads):
+        comparison = _timed_comparison(cfg, baseline)
+        # The model diff never needs the compiled callable: torch.compile does not change
+        # the module crawl_module sees, so the diff uses the eager candidate.
+        eager = build_workload(cfg, candidate=cfg.candidate.model_copy(update={"compile": None}))
+        with baseline.precision_context():
+            before = crawl_module(
+                baseline.eager_model, args=baseline.inputs, kwargs=baseline.kwargs
+            )
+        with eager.precision_context():
+            after = crawl_module(eager.eager_model, args=eager.inputs, kwargs=eager.kwargs)
+        diff = compare_reports(before, after)
+    return CandidateComparison(comparison=comparison, diff=diff)

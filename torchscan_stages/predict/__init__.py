@@ -1,0 +1,7 @@
+"""Prediction before running: peak memory of a step on fake tensors, without the hardware."""
+
+from __future__ import annotations
+
+from .peak import predict_peak_memory
+
+__all__ = ["predict_peak_memory"]

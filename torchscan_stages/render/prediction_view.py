@@ -1,0 +1,95 @@
+"""PredictionReport view: the predicted peak, whether it fits, and where the bytes go."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from markupsafe import Markup
+
+from ..report import MetricResult, PredictionReport
+from .analysis_view import TotalView
+from .common import reason_for
+from .format import DASH, Cell, iec_bytes, metric_cell, percent
+from .svg import Bar, bar_chart
+
+MODULE_ROWS = 25
+_CATEGORY_LABEL = {
+    "parameters": "parameters",
+    "buffers": "buffers",
+    "gradients": "gradients",
+    "optimizer_state": "optimizer state",
+    "activations": "activations (made in a module's forward)",
+    "temporaries": "temporaries (backward and optimizer step)",
+    "other": "other (inputs, losses: made outside any module)",
+}
+
+
+@dataclass(slots=True)
+class PredictionView:
+    cards: list[TotalView]
+    fits: str  # fits | does_not_fit | undecided | no_capacity
+    capacity: str
+    categories: list[tuple[str, Cell, str]]
+    category_chart: Markup | None
+    modules: list[tuple[str, Cell, str]]
+    modules_more: int
+    phases: list[tuple[str, Cell]]
+    settings: list[tuple[str, str]]
+
+
+def _bar(label: str, result: MetricResult) -> Bar:
+    cell = metric_cell(result)
+    return Bar(label, float(result.known_value or 0), result.status, cell.text, cell.title)
+
+
+def _share(result: MetricResult, whole: float) -> str:
+    return percent(float(result.known_value), whole) if result.known_value is not None else DASH
+
+
+def prediction_view(report: PredictionReport) -> PredictionView:
+    peak = report.peak
+    reason = None if peak.status == "complete" else reason_for(report.diagnostics, "peak")
+    cards = [TotalView("Predicted peak", metric_cell(peak, reason=reason), peak.status, reason)]
+    if report.capacity_bytes is None:
+        fits, capacity = "no_capacity", "no capacity given"
+    else:
+        capacity = f"{iec_bytes(report.capacity_bytes)} ({report.capacity_bytes:,} bytes)"
+        fits = {True: "fits", False: "does_not_fit", None: "undecided"}[report.fits]
+    whole = float(peak.known_value or 0)
+    categories = [
+        (_CATEGORY_LABEL.get(name, name), metric_cell(result), _share(result, whole))
+        for name, result in report.by_category.items()
+    ]
+    bars = [
+        _bar(_CATEGORY_LABEL.get(name, name).split(" (")[0], result)
+        for name, result in report.by_category.items()
+        if (result.known_value or 0) > 0
+    ]
+    modules = [
+        (name, metric_cell(result), _share(result, whole))
+        for name, result in list(report.by_module.items())[:MODULE_ROWS]
+    ]
+    phases = [(name.replace("_", " "), metric_cell(r)) for name, r in report.by_phase.items()]
+    settings = [
+        ("target device", report.device),
+        ("allocator model", report.allocator),
+        ("rounding", f"{report.rounding_bytes:,} bytes" if report.rounding_bytes > 1 else "none"),
+        ("phase at the peak", (report.phase_at_peak or DASH).replace("_", " ")),
+        ("module running at the peak", report.module_at_peak or DASH),
+        ("ran without data", "yes (fake tensors)" if report.ran_without_data else "no"),
+        ("workload calls", f"{report.workload_calls:,}"),
+    ]
+    if report.preexisting_bytes is not None and report.preexisting_bytes.known_value:
+        settings.append(("read but not created (not in the peak)", metric_cell(
+            report.preexisting_bytes).text))  # fmt: skip
+    return PredictionView(
+        cards=cards,
+        fits=fits,
+        capacity=capacity,
+        categories=categories,
+        category_chart=bar_chart(bars, label="predicted peak by category") if bars else None,
+        modules=modules,
+        modules_more=max(len(report.by_module) - MODULE_ROWS, 0),
+        phases=phases,
+        settings=settings,
+    )
