@@ -6,7 +6,7 @@ side and interleaved in one process, (a) the bare workload, (b) the workload ins
 ratio of overheads ``(c - a) / (b - a)``; the project's target is <= 1.2. Numbers depend on
 the machine and load; record them with the hardware in docs/operator-flops.md.
 
-``--floors [--doc docs/benchmarks.md]`` checks issue 18's bars instead (see ``flops_floor.py``):
+``--floors [--doc docs/benchmarks.md]`` checks the overhead bars instead (``flops_floor.py``):
 measure_flops against the plain forward and the empty dispatch mode on the ResNet-50-shaped
 CNN, the Transformer and the 5,000-block model. ``--profile MODEL`` prints where
 measure_flops spends its time on one of them (cProfile).
@@ -134,7 +134,7 @@ def main() -> None:
     parser.add_argument("--inner", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="0 keeps torch's default")
     parser.add_argument("--only", nargs="*", default=None, help="workload names to run")
-    parser.add_argument("--floors", action="store_true", help="issue 18: against the floor")
+    parser.add_argument("--floors", action="store_true", help="against the dispatch floor")
     parser.add_argument("--doc", type=Path, default=None, help="with --floors: write section")
     parser.add_argument("--profile", default=None, help="cProfile measure_flops on a model")
     options = parser.parse_args()

@@ -1,4 +1,4 @@
-"""Issue 18's bars for measure_flops, timed side by side against the dispatch floor.
+"""measure_flops against the dispatch floor: the overhead bars, timed side by side.
 
 For each model (ResNet-50-shaped CNN, Transformer, 5,000 blocks; the ``make bench`` builds,
 mixed training flags, eval maths) one round times three runners back to back, in an order
@@ -97,7 +97,7 @@ def time_model(bm: BenchModel, repeats: int) -> list[dict[str, Any]]:
 
 
 def verdict(row: dict[str, Any]) -> tuple[str, bool]:
-    """Issue 18's bar for this model, and whether the medians meet it."""
+    """The overhead bar for this model, and whether the medians meet it."""
     r = row["ratios"]
     if row["model"].startswith("scaling"):
         return "ours/floor <= 2", r["ours/floor"][0] <= 2.0
@@ -112,7 +112,7 @@ def _fmt(pair: tuple[float, float]) -> str:
 def section(rows: list[dict[str, Any]], repeats: int) -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
-        "## measure_flops against the dispatch floor (issue 18)",
+        "## measure_flops against the dispatch floor",
         "",
         f"Run: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')} by "
         f"`python benchmarks/bench_flops.py --floors --repeats {repeats}` on "
