@@ -33,7 +33,8 @@ class WorkProbe(TorchDispatchMode):
             outputs = [out] if isinstance(out, torch.Tensor) else tree_flatten(out)[0]
             for item in outputs:
                 if isinstance(item, torch.Tensor):
-                    self.elements_out += item.numel()
+                    count = item.numel()  # a SymInt under symbolic shapes: not known empty
+                    self.elements_out += count if type(count) is int else 1
         return out
 
     def diagnostic(self, metric: str) -> Diagnostic | None:
