@@ -436,6 +436,13 @@ def _compose(overrides: list[str]) -> Any:
     return load_config(overrides, conf_dir=ROOT / "conf")
 
 
+def _build(edit: Callable[[dict[str, Any]], Any]) -> Any:
+    """build_workload on params.yaml with one edit: the factories the stages would call."""
+    from torchscan_stages.pipeline.workload import build_workload
+
+    return build_workload(_config(edit))
+
+
 CONFIG: list[Case] = [
     (
         "config-seed-negative",
@@ -466,6 +473,15 @@ CONFIG: list[Case] = [
         lambda t: _compose(["input.kwargs.batch_size=0"]),
         ValueError,
         "input.work_units = 0: input should be greater than 0",
+    ),
+    (
+        # os.getcwd runs (as Hydra's instantiate would run it): only its result is refused
+        "config-target-any-callable",
+        lambda t: _build(
+            lambda p: p.update(model={"_target_": "os.getcwd", "name": "cwd", "revision": "1"})
+        ),
+        ValueError,
+        "model._target_ = 'os.getcwd': returned str, expected a torch.nn.Module",
     ),
 ]
 
@@ -508,3 +524,11 @@ def test_negative_handler_flops_never_give_a_complete_negative_total() -> None:
         d.code == "handler_failed" and "must not be negative, got -1000" in d.message
         for d in report.diagnostics
     )
+
+
+def test_config_targets_are_documented_as_code_the_owner_trusts() -> None:
+    """`_target_` runs any importable callable (B[config-target-any-callable]); the pipeline
+    page must say that params.yaml and `dvc exp run -S` values are code."""
+    page = (ROOT / "docs" / "pipeline.md").read_text(encoding="utf-8")
+    section = page.split("### Config values are code the owner trusts", 1)[1].split("\n## ", 1)[0]
+    assert "`dvc exp run -S ...`" in section and "Nothing in the pipeline sandboxes" in section

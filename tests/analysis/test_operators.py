@@ -254,3 +254,53 @@ def test_fractional_custom_formula_is_uncounted_not_truncated() -> None:
     assert report.total.status == "partial"
     messages = [d.message for d in report.diagnostics if d.code == "uncounted_operator"]
     assert any("fractional count 2.5" in m for m in messages), messages
+
+
+def test_generator_workload_gets_lazy_output() -> None:
+    model = nn.Linear(8, 4)
+
+    def lazy():  # a generator function: calling it runs none of its body
+        yield model(torch.randn(2, 8))
+
+    report = measure_flops(lazy)
+    # nothing ran before the work was deferred: 0 counted FLOPs is no lower bound, so the
+    # total is unavailable (never a complete 0), and the diagnostic says why
+    assert report.total.status == "unavailable"
+    assert report.product_flops is not None and report.product_flops.status == "unavailable"
+    codes = [d.code for d in report.diagnostics]
+    assert codes == ["lazy_output"]
+    assert "generator" in report.diagnostics[0].message
+
+
+def test_generator_after_real_work_is_a_lower_bound() -> None:
+    model = nn.Linear(8, 4, bias=False)
+
+    def half_lazy():
+        model(torch.randn(2, 8))  # runs now: mm of (2,8)x(8,4) = 2 * 2*8*4 = 128 FLOPs
+        return (model(torch.randn(2, 8)) for _ in range(1))  # deferred, never run
+
+    report = measure_flops(half_lazy)
+    assert report.total.status == "partial" and report.total.known_value == 128
+    assert [d.code for d in report.diagnostics] == ["lazy_output"]
+
+
+def test_empty_batch_gets_empty_work() -> None:
+    model = nn.Sequential(nn.Linear(8, 4), nn.ReLU())
+    x = torch.randn(0, 8)  # a batch of 0
+
+    report = measure_flops(lambda: model(x))
+    # addmm on (0,8)x(8,4) = 2*0*8*4 = 0 FLOPs; relu on 0 elements = 0: true for no work
+    assert report.total.status == "complete" and report.total.value == 0
+    empty = [d for d in report.diagnostics if d.code == "empty_work"]
+    # operators: t (a view), addmm, relu and the detach relu saves for backward = 4 calls,
+    # none of which made a non-empty tensor
+    assert len(empty) == 1 and empty[0].count == 4
+    assert empty[0].metric == "operator_flops"
+
+
+def test_non_empty_batch_has_no_empty_work() -> None:
+    model = nn.Linear(8, 4)
+    x = torch.randn(1, 8)
+    report = measure_flops(lambda: model(x))
+    assert "empty_work" not in [d.code for d in report.diagnostics]
+    assert report.total.value == 2 * 1 * 8 * 4  # addmm, torch convention: 2*M*K*N = 64

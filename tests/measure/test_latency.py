@@ -311,3 +311,62 @@ def test_stable_blocks_continue_until_the_median_is_pinned_down(sim_clock: Simul
     assert stop(0.01) == ("target_relative_iqr", 7)
     reason, blocks = stop(0.001)
     assert reason == "max_run_time" and blocks > 7
+
+
+def test_generator_workload_gets_lazy_output_and_no_throughput(sim_clock: SimulatedClock) -> None:
+    tick = sim_clock.workload(2**-9)
+
+    def lazy():  # costs 2**-9 s on the clock, then defers its work to a generator
+        tick()
+        return (torch.ones(1) for _ in range(1))
+
+    report = measure_latency(
+        lazy, work_units=32, warmup=0.0, min_run_time=2**-6, max_run_time=2**-4, clock=sim_clock
+    )
+    lat = report.latency
+    assert lat is not None
+    assert lat.throughput.status == "unavailable"  # 32 units were never done
+    # the times measured are those of creating the generator: lower bounds of the real work
+    assert lat.first_call.status == "partial" and lat.first_call.known_value == 2**-9
+    assert lat.warmed.status == "partial" and lat.warmed.known_value == 2**-9
+    assert "lazy_output" in [d.code for d in report.diagnostics]
+
+
+def test_empty_batch_is_not_complete_throughput(sim_clock: SimulatedClock) -> None:
+    model = torch.nn.Linear(8, 4)
+    x = torch.randn(0, 8)  # a batch of 0, while work_units claims 32 samples
+    tick = sim_clock.workload(2**-9)
+
+    def empty() -> torch.Tensor:
+        tick()
+        return model(x)
+
+    report = measure_latency(
+        empty, work_units=32, warmup=2**-9, min_run_time=2**-6, max_run_time=2**-4, clock=sim_clock
+    )
+    lat = report.latency
+    assert lat is not None
+    assert lat.throughput.status == "unavailable"  # not 32 / 2**-9 = 16384 samples/s
+    assert lat.warmed.status == "complete" and lat.warmed.value == 2**-9  # the call's true time
+    empty_work = [d for d in report.diagnostics if d.code == "empty_work"]
+    # the probed warm-up call ran t (view) and addmm: 2 operator calls, both empty
+    assert len(empty_work) == 1 and empty_work[0].count == 2
+
+
+def test_non_empty_batch_keeps_its_throughput(sim_clock: SimulatedClock) -> None:
+    model = torch.nn.Linear(8, 4)
+    x = torch.randn(32, 8)
+    tick = sim_clock.workload(2**-9)
+
+    def full() -> torch.Tensor:
+        tick()
+        return model(x)
+
+    report = measure_latency(
+        full, work_units=32, warmup=2**-9, min_run_time=2**-6, max_run_time=2**-4, clock=sim_clock
+    )
+    lat = report.latency
+    assert lat is not None
+    # 32 samples / 2**-9 s = 16384 samples/s
+    assert lat.throughput.status == "complete" and lat.throughput.value == 16384
+    assert "empty_work" not in [d.code for d in report.diagnostics]

@@ -36,6 +36,8 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry as _torch_flop_registry
 from torch.utils.flop_counter import shape_wrapper as _torch_shape_wrapper
 
+from ..measure.lazy import lazy_output_diagnostic
+from ..measure.work_probe import WorkProbe
 from ..provenance import build_provenance
 from ..report import (
     Diagnostic,
@@ -823,11 +825,38 @@ def count_workload(
     custom = classify_custom_mapping(custom_mapping)
     tracker = _ModuleStack()
     counter = OperatorCounter(custom, owner=tracker.current)
+    probe = WorkProbe()
     with gc_paused():  # see _gc: keeps the per-module cost flat on large models
-        with tracker, counter:
-            workload()
+        with tracker, counter, probe:
+            output = workload()
+        lazy = lazy_output_diagnostic(output, "operator_flops")
+        del output
         report = counter.report(name=name, scope="workload", module_rollup=True)
         kind = None if counter.data_kind == _UNSEEN else counter.data_kind
         report.diagnostics[:0] = without_data_diagnostics(kind)
+    _mark_no_work(report, lazy, probe.diagnostic("operator_flops"))
     modes = counter.grad_modes
     return report, (True in modes) if modes else None
+
+
+def _lower_bound(result: MetricResult) -> MetricResult:
+    """What ran before the work was deferred: a lower bound, or nothing when that is 0."""
+    known = result.known_value
+    if known:
+        return MetricResult.partial(
+            known, unit=result.unit, scope=result.scope, method=result.method
+        )
+    return MetricResult.unavailable(unit=result.unit, scope=result.scope, method=result.method)
+
+
+def _mark_no_work(report: FlopReport, lazy: Diagnostic | None, empty: Diagnostic | None) -> None:
+    """A lazy workload's counts are lower bounds (its work never ran); an empty one's are
+    true for no work, and ``empty_work`` says so beside them."""
+    if lazy is not None:
+        report.total = _lower_bound(report.total)
+        if report.product_flops is not None:
+            report.product_flops = _lower_bound(report.product_flops)
+        report.by_module = {key: _lower_bound(value) for key, value in report.by_module.items()}
+        report.diagnostics.append(lazy)
+    elif empty is not None:
+        report.diagnostics.append(empty)

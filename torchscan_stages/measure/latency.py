@@ -67,7 +67,9 @@ from .latency_options import (
     Probe,
     validate_work,
 )
+from .lazy import lazy_output_diagnostic
 from .stats import median_precision, relative_iqr, summarize
+from .work_probe import WorkProbe
 
 Progress = Callable[[str], None]
 
@@ -220,13 +222,25 @@ def probed_block(
 
 
 def _warm_up(
-    workload: Workload, sync: Callable[[], None], read: Clock, warmup: float, deadline: float
+    workload: Workload,
+    sync: Callable[[], None],
+    read: Clock,
+    warmup: float,
+    deadline: float,
+    probe: WorkProbe | None = None,
 ) -> int:
-    """Calls for ``warmup`` seconds (at least one when warmup > 0); returns the count."""
+    """Calls for ``warmup`` seconds (at least one when warmup > 0); returns the count.
+
+    The first warm-up call runs under ``probe`` (untimed, after the first call), which tells
+    a batch of 0 from real work without touching any timed region."""
     calls = 0
     start = read()
     while warmup > 0 and (calls == 0 or read() - start < warmup):
-        workload()
+        if calls == 0 and probe is not None:
+            with probe:
+                workload()
+        else:
+            workload()
         calls += 1
         if time.monotonic() >= deadline:
             break
@@ -307,10 +321,13 @@ def run_latency(
     begin = read()
     sync()
     t0 = read()
-    workload()
+    output = workload()
     sync()
     first_call = read() - t0
-    warmup_calls = _warm_up(workload, sync, read, options.warmup, deadline)
+    lazy = lazy_output_diagnostic(output, "latency.throughput")
+    del output
+    probe = WorkProbe()
+    warmup_calls = _warm_up(workload, sync, read, options.warmup, deadline, probe)
     calibration = calibrate_block(
         workload,
         sync,
@@ -352,6 +369,7 @@ def run_latency(
         min_blocks=options.min_blocks,
         noise=noise,
     )
+    section = _mark_no_work(section, diagnostics, lazy, probe.diagnostic("latency.throughput"))
     host = monitor.finish() if monitor is not None else None
     if host is not None:
         diagnostics += host_diagnostics(host, noise, "latency.warmed")
@@ -431,6 +449,38 @@ def latency_section(
         noise=noise,
     )
     return section, diagnostics
+
+
+def _mark_no_work(
+    section: LatencySection,
+    diagnostics: list[Diagnostic],
+    lazy: Diagnostic | None,
+    empty: Diagnostic | None,
+) -> LatencySection:
+    """No throughput for work that did not run (lazy) or was empty (a batch of 0): the
+    ``work_units`` it would divide were never done. A lazy call's times are lower bounds."""
+    if lazy is None and empty is None:
+        return section
+    throughput = section.throughput
+    update: dict[str, MetricResult] = {
+        "throughput": MetricResult.unavailable(
+            unit=throughput.unit, scope=throughput.scope, method=throughput.method
+        )
+    }
+    if lazy is not None:
+        for key in ("first_call", "warmed"):
+            result: MetricResult = getattr(section, key)
+            update[key] = (
+                MetricResult.partial(
+                    result.known_value, unit=result.unit, scope=result.scope, method=result.method
+                )
+                if result.known_value
+                else MetricResult.unavailable(
+                    unit=result.unit, scope=result.scope, method=result.method
+                )
+            )
+    diagnostics += [note for note in (lazy, empty) if note is not None]
+    return section.model_copy(update=update)
 
 
 def _spread_diagnostics(
