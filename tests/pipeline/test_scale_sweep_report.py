@@ -46,3 +46,38 @@ def test_a_job_that_fails_mid_sweep_shows_as_failed_and_the_others_complete(
     html = (sweep_dir / "sweep_summary.html").read_text()
     assert "<script" not in html and 'class="failed"' in html and "bogus" in html
     assert f"sweep summary: {sweep_dir / 'sweep_summary.html'} (3 jobs, 1 failed)" in result.stdout
+
+
+def _job(folder: Path, overrides: list[str], status: dict[str, str] | None) -> None:
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    if status is not None:
+        (folder / "job_status.json").write_text(json.dumps(status))
+
+
+def test_summary_of_listed_folders_keeps_every_job_with_its_status(tmp_path: Path) -> None:
+    import torch
+
+    from torchscan_stages import crawl_module
+    from torchscan_stages.pipeline.sweep import summarize_jobs
+
+    _job(tmp_path / "a", ["threads=1", "seed=0"], {"status": "completed", "host": "h1"})
+    report = crawl_module(torch.nn.Linear(3, 2), (3,))
+    (tmp_path / "a" / "reports").mkdir()
+    (tmp_path / "a" / "reports" / "crawl.json").write_text(report.model_dump_json())
+    _job(tmp_path / "b", ["threads=2", "seed=0"], {"status": "failed", "error": "E: boom"})
+    (tmp_path / "c").mkdir()  # named, but nothing ever ran there
+    folders = [tmp_path / name for name in ("a", "b", "c")]
+    summary = summarize_jobs(folders, tmp_path, title="t", listed=True)
+    rows = {row["job"]: row for row in summary["jobs"]}
+    assert {k: r["status"] for k, r in rows.items()} == {
+        "a": "completed", "b": "failed", "c": "unknown",
+    }  # fmt: skip
+    assert rows["b"]["error"] == "E: boom" and "never finished" in rows["c"]["error"]
+    parameters = rows["a"]["metrics"]["crawl.totals.parameters"]
+    assert parameters["status"] == "complete" and parameters["value"] == 8  # 3*2 weights + 2
+    assert rows["a"]["host"] == "h1" and rows["a"]["reports"] == ["a/reports/crawl.json"]
+    html = (tmp_path / "sweep_summary.html").read_text()
+    # only the varying axis is a column; seed=0 is the same in every job
+    assert "<th>threads</th>" in html and "<th>seed</th>" not in html
+    assert html.count('class="failed"') == 2 and "E: boom" in html  # b and c, both listed

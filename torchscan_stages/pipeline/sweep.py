@@ -56,11 +56,12 @@ def metric_results(document: Any, prefix: str = "") -> Iterator[tuple[str, dict[
 def _report_metrics(stem: str, document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for path, result in metric_results(document):
-        found[f"{stem}.{path}"] = {
+        name = path if path.startswith(f"{stem}.") else f"{stem}.{path}"
+        found[name] = {
             k: result.get(k) for k in ("status", "value", "known_value", "unit", "scope")
         }
     stats = (document.get("latency") or {}).get("stats")
-    warmed = found.get(f"{stem}.latency.warmed")
+    warmed = found.get("latency.warmed" if stem == "latency" else f"{stem}.latency.warmed")
     if isinstance(stats, dict) and warmed is not None:
         warmed["spread"] = {k: stats.get(k) for k in ("q1", "q3", "iqr", "blocks")}
     return found
@@ -91,12 +92,17 @@ def _read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
-def _job_row(job_dir: Path, root: Path) -> dict[str, Any] | None:
+def _job_row(job_dir: Path, root: Path, *, listed: bool = False) -> dict[str, Any] | None:
+    """One job's row; ``listed`` (named by the user) folders always get one."""
     reports = sorted((job_dir / "reports").glob("*.json"))
     status_doc = _read_json(job_dir / JOB_STATUS) or {}
-    if not reports and not status_doc and not (job_dir / ".hydra").is_dir():
-        return None  # not a job folder
-    row: dict[str, Any] = {"job": job_dir.relative_to(root).as_posix()}
+    if not (listed or reports or status_doc or (job_dir / ".hydra").is_dir()):
+        return None  # not a job folder (a sweep folder also holds .submitit/ and others)
+    try:
+        name = job_dir.relative_to(root).as_posix()
+    except ValueError:  # a job folder outside the summary's folder
+        name = job_dir.as_posix()
+    row: dict[str, Any] = {"job": name}
     overrides = _read_json_yaml(job_dir / ".hydra" / "overrides.yaml")
     if overrides is not None:
         row["overrides"] = overrides
@@ -119,7 +125,7 @@ def _job_row(job_dir: Path, root: Path) -> dict[str, Any] | None:
         row["metrics"].update(_report_metrics(report_file.stem, document))
         row.setdefault("provenance", _provenance(document))
         _config_columns(row, (document.get("provenance") or {}).get("run") or {})
-    row["reports"] = [p.relative_to(root).as_posix() for p in reports]
+    row["reports"] = [f"{name}/reports/{p.name}" for p in reports]
     return row
 
 
@@ -143,14 +149,22 @@ def _config_columns(row: dict[str, Any], run: dict[str, Any]) -> None:
 
 
 def summarize_jobs(
-    job_dirs: Iterable[Path], output_dir: Path, *, title: str = "Sweep"
+    job_dirs: Iterable[Path], output_dir: Path, *, title: str = "Sweep", listed: bool = False
 ) -> dict[str, Any]:
-    """Write the sweep's table (JSON) and its HTML page; returns the table."""
+    """Write the sweep's table (JSON) and its HTML page; returns the table.
+
+    ``listed``: the folders were named one by one, so each gets a row even when it holds
+    nothing (status ``unknown``), never silently dropped.
+    """
     from ..render.sweep_view import sweep_page
     from ..report import atomic_write_text
 
     output_dir = Path(output_dir)
-    rows = [row for d in sorted(job_dirs) if (row := _job_row(Path(d), output_dir)) is not None]
+    rows = [
+        row
+        for d in sorted(job_dirs)
+        if (row := _job_row(Path(d), output_dir, listed=listed)) is not None
+    ]
     rows.sort(key=lambda row: (len(row["job"]), row["job"]))
     summary = {"title": title, "note": NOTE, "jobs": rows}
     atomic_write_text(output_dir / SUMMARY_JSON, json.dumps(summary, indent=2) + "\n")
@@ -234,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--title", default="Sweep")
     args = parser.parse_args(argv)
     output = Path(args.output_dir)
-    summary = summarize_jobs([Path(j) for j in args.jobs], output, title=args.title)
+    summary = summarize_jobs([Path(j) for j in args.jobs], output, title=args.title, listed=True)
     print(f"sweep summary: {output / SUMMARY_HTML} ({len(summary['jobs'])} jobs)")
     return 0
 

@@ -138,6 +138,7 @@ def sweep_view(members: list[tuple[str, BenchmarkReport]]) -> SweepView | None:
 # --- The sweep summary page: any set of jobs, failed ones included -------------------------
 
 _PAGE_CSS = """
+body{padding:0 1rem}
 table.sweep{border-collapse:collapse;margin:1em 0}.sweep td,.sweep th{border:1px solid #ccc;
 padding:3px 6px}.sweep tr.failed{background:#fde8e8}.sweep .err{color:#a00;font-family:monospace}
 """
@@ -160,21 +161,31 @@ def _summary_cell(result: dict[str, Any] | None) -> Cell:
     spread = result.get("spread") or {}
     extra = f"; IQR {spread['iqr']:.3g} over {spread.get('blocks')} blocks" if spread else ""
     title = f"{result.get('scope')}{extra}"
+    shown = human(number, unit)
+    if spread.get("iqr") is not None:
+        shown += f" (IQR {human(float(spread['iqr']), unit)})"
     if result["status"] == "partial":
-        return Cell(f"≥ {human(number, unit)}", f"lower bound; {title}", "part")
-    return Cell(human(number, unit), title, "ok")
+        return Cell(f"≥ {shown}", f"lower bound; {title}", "part")
+    return Cell(shown, title, "ok")
 
 
-def _x_axis(jobs: list[dict[str, Any]]) -> str | None:
-    keys = [k for job in jobs for k in (job.get("axes") or {})]
-    if not keys:
+def swept_axes(jobs: list[dict[str, Any]]) -> list[str]:
+    """Override keys whose value differs between jobs (all of them when none differs)."""
+    known = [job["axes"] for job in jobs if job.get("axes")]  # a job that never ran has none
+    keys = sorted({k for axes in known for k in axes})
+    varying = [k for k in keys if len({axes.get(k) for axes in known}) > 1]
+    return varying or keys
+
+
+def _x_axis(axes: list[str]) -> str | None:
+    if not axes:
         return None
-    return "threads" if "threads" in keys else keys[0]
+    return "threads" if "threads" in axes else axes[0]
 
 
-def _charts(jobs: list[dict[str, Any]], names: list[str]) -> list[Markup]:
+def _charts(jobs: list[dict[str, Any]], names: list[str], axes: list[str]) -> list[Markup]:
     """One line chart per metric: x = the first swept axis, one line per other setting."""
-    x_key = _x_axis(jobs)
+    x_key = _x_axis(axes)
     if x_key is None:
         return []
     x_labels = sorted({(j.get("axes") or {}).get(x_key, "") for j in jobs}, key=_natural)
@@ -182,12 +193,14 @@ def _charts(jobs: list[dict[str, Any]], names: list[str]) -> list[Markup]:
     for name in names[:_MAX_CHARTS]:
         series: dict[str, list[Point]] = {}
         for job in jobs:
-            axes = dict(job.get("axes") or {})
-            x = axes.pop(x_key, "")
-            label = ", ".join(f"{k}={v}" for k, v in sorted(axes.items())) or name
+            values = job.get("axes") or {}
+            x = values.get(x_key, "")
+            others = [f"{k}={values.get(k, '')}" for k in axes if k != x_key]
+            label = ", ".join(others) or name
             result = (job.get("metrics") or {}).get(name)
             series.setdefault(label, []).append(_job_point(job, x, result))
         unit = next((str(r["unit"]) for j in jobs if (r := j["metrics"].get(name))), "")
+        charts.append(Markup("<h3>{} ({})</h3>").format(name, unit or "no unit"))
         charts.append(
             line_chart(
                 series, x_labels, label=name, x_text=x_key,
@@ -237,13 +250,13 @@ def _row_html(job: dict[str, Any], axes: list[str], names: list[str]) -> str:
 def sweep_page(summary: dict[str, Any]) -> str:
     """Offline HTML (no script) for a sweep summary: table, charts, every job listed."""
     jobs: list[dict[str, Any]] = summary["jobs"]
-    axes = sorted({k for job in jobs for k in (job.get("axes") or {})})
+    axes = swept_axes(jobs)
     names = sorted({n for job in jobs for n in (job.get("metrics") or {})})
     head = "".join(f"<th>{escape(h)}</th>" for h in ["job", *axes, "status", *names])
     head += "<th>where (host, env, git)</th><th>error</th>"
     rows = "".join(_row_html(job, axes, names) for job in jobs)
     failed = sum(1 for job in jobs if job["status"] != "completed")
-    charts = "".join(str(c) for c in _charts(jobs, names))
+    charts = "".join(str(c) for c in _charts(jobs, names, axes))
     title = escape(summary.get("title", "Sweep"))
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
