@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -120,3 +121,69 @@ def test_a_2x2_grid_gives_the_same_reports_through_every_launcher(
     assert axes == ["bf16/1", "bf16/2", "fp32/1", "fp32/2"]
     for name, found in results.items():
         assert found == basic, name  # same jobs, same figures, same statuses
+
+
+def _dvc_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "TORCHSCAN_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost", DVC_NO_ANALYTICS="1")
+    env.update(GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@localhost")
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def _run(cwd: Path, *cmd: str) -> str:
+    done = subprocess.run(
+        list(cmd), cwd=cwd, env=_dvc_env(), capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, f"{cmd}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def _queued_grid(repo: Path) -> set[tuple[Any, ...]]:
+    """The same grid as DVC experiments (queue, one worker): (precision, threads, metrics)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_wt", ROOT / "benchmarks" / "worktree.py")
+    assert spec is not None and spec.loader is not None
+    worktree = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(worktree)
+    worktree.copy_working_tree(ROOT, repo)
+    _run(repo, "git", "init", "-q", "-b", "main")
+    _run(repo, "git", "add", "-A")
+    _run(repo, "git", "commit", "-qm", "copy")
+    queued = _run(repo, "dvc", "exp", "run", "--queue", "crawl", *[
+        arg for item in GRID for arg in ("-S", item)])  # fmt: skip
+    assert queued.count("Queued experiment") == 4, queued  # 2 x 2
+    _run(repo, "dvc", "queue", "start", "-j", "1")
+    deadline = time.monotonic() + 540  # a bound on a hang, not a timing claim
+    while time.monotonic() < deadline:
+        status = _run(repo, "dvc", "queue", "status")
+        if not re.search(r"\b(Queued|Running)\b", status):
+            break
+        time.sleep(2)
+    assert status.count("Success") == 4, status
+    found = set()
+    for commit in json.loads(_run(repo, "dvc", "exp", "show", "--json")):
+        for experiment in commit.get("experiments") or []:
+            for revision in experiment.get("revs") or []:
+                data = revision.get("data") or {}
+                params = (data.get("params") or {}).get("params.yaml", {}).get("data", {})
+                metrics = (data.get("metrics") or {}).get("metrics/crawl.json", {}).get("data")
+                precision = params["precision"]["name"]
+                found.add((precision, str(params["threads"]), tuple(sorted(metrics.items()))))
+    return found
+
+
+def test_the_dvc_queue_gives_the_same_grid_as_a_multirun(tmp_path: Path) -> None:
+    summary = _sweep(tmp_path, "basic", [])
+    multirun = {
+        (
+            row["axes"]["precision"], row["axes"]["threads"],
+            tuple(sorted((k[len("crawl_"):], v) for k, v in row.items()
+                         if k.startswith("crawl_"))),
+        )
+        for row in summary["jobs"]
+    }  # fmt: skip
+    assert len(multirun) == 4  # 2 precisions x 2 thread counts
+    assert _queued_grid(tmp_path / "repo") == multirun  # same jobs, same flat metrics
