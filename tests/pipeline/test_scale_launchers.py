@@ -155,6 +155,7 @@ def _queued_grid(repo: Path) -> set[tuple[Any, ...]]:
     queued = _run(repo, "dvc", "exp", "run", "--queue", "crawl", *[
         arg for item in GRID for arg in ("-S", item)])  # fmt: skip
     assert queued.count("Queued experiment") == 4, queued  # 2 x 2
+    _run(repo, "dvc", "exp", "run", "--queue", "crawl", "-S", "crawl.mode=bogus")  # fails
     _run(repo, "dvc", "queue", "start", "-j", "1")
     deadline = time.monotonic() + 540  # a bound on a hang, not a timing claim
     while time.monotonic() < deadline:
@@ -162,7 +163,7 @@ def _queued_grid(repo: Path) -> set[tuple[Any, ...]]:
         if not re.search(r"\b(Queued|Running)\b", status):
             break
         time.sleep(2)
-    assert status.count("Success") == 4, status
+    assert status.count("Success") == 4 and status.count("Failed") == 1, status
     found = set()
     for commit in json.loads(_run(repo, "dvc", "exp", "show", "--json")):
         for experiment in commit.get("experiments") or []:
@@ -170,6 +171,8 @@ def _queued_grid(repo: Path) -> set[tuple[Any, ...]]:
                 data = revision.get("data") or {}
                 params = (data.get("params") or {}).get("params.yaml", {}).get("data", {})
                 metrics = (data.get("metrics") or {}).get("metrics/crawl.json", {}).get("data")
+                if params["crawl"]["mode"] == "bogus":
+                    continue  # the failed one: listed by the sweep report below
                 precision = params["precision"]["name"]
                 found.add((precision, str(params["threads"]), tuple(sorted(metrics.items()))))
     return found
@@ -187,3 +190,15 @@ def test_the_dvc_queue_gives_the_same_grid_as_a_multirun(tmp_path: Path) -> None
     }  # fmt: skip
     assert len(multirun) == 4  # 2 precisions x 2 thread counts
     assert _queued_grid(tmp_path / "repo") == multirun  # same jobs, same flat metrics
+    out = tmp_path / "exp-summary"
+    printed = _run(
+        ROOT, sys.executable, "-m", "torchscan_stages.pipeline.sweep", str(out),
+        "--dvc-experiments", str(tmp_path / "repo"),
+    )  # fmt: skip
+    assert "(5 jobs, 1 failed)" in printed  # 4 grid experiments + the failing one
+    rows = json.loads((out / "sweep_summary.json").read_text())["jobs"]
+    failed = [row for row in rows if row["status"] == "failed"]
+    assert len(failed) == 1 and failed[0]["axes"]["crawl.mode"] == "bogus"
+    assert "crawl.mode" in failed[0]["error"] and "bogus" in failed[0]["error"], failed
+    grid = {(r["axes"]["precision"], r["axes"]["threads"]) for r in rows if r not in failed}
+    assert grid == {("fp32", "1"), ("fp32", "2"), ("bf16", "1"), ("bf16", "2")}

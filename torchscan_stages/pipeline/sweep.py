@@ -148,6 +148,17 @@ def _config_columns(row: dict[str, Any], run: dict[str, Any]) -> None:
             row.setdefault(key, section.get("name", section.get("type")))
 
 
+def write_summary(rows: list[dict[str, Any]], output_dir: Path, title: str) -> dict[str, Any]:
+    """The sweep's table (JSON, also DVC plots data) and its offline HTML page."""
+    from ..render.sweep_view import sweep_page
+    from ..report import atomic_write_text
+
+    summary = {"title": title, "note": NOTE, "jobs": rows}
+    atomic_write_text(output_dir / SUMMARY_JSON, json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(output_dir / SUMMARY_HTML, sweep_page(summary))
+    return summary
+
+
 def summarize_jobs(
     job_dirs: Iterable[Path], output_dir: Path, *, title: str = "Sweep", listed: bool = False
 ) -> dict[str, Any]:
@@ -156,9 +167,6 @@ def summarize_jobs(
     ``listed``: the folders were named one by one, so each gets a row even when it holds
     nothing (status ``unknown``), never silently dropped.
     """
-    from ..render.sweep_view import sweep_page
-    from ..report import atomic_write_text
-
     output_dir = Path(output_dir)
     rows = [
         row
@@ -166,10 +174,7 @@ def summarize_jobs(
         if (row := _job_row(Path(d), output_dir, listed=listed)) is not None
     ]
     rows.sort(key=lambda row: (len(row["job"]), row["job"]))
-    summary = {"title": title, "note": NOTE, "jobs": rows}
-    atomic_write_text(output_dir / SUMMARY_JSON, json.dumps(summary, indent=2) + "\n")
-    atomic_write_text(output_dir / SUMMARY_HTML, sweep_page(summary))
-    return summary
+    return write_summary(rows, output_dir, title)
 
 
 def write_job_status(output_dir: Path, status: str, error: BaseException | None) -> None:
@@ -244,12 +249,26 @@ class SweepSummaryCallback:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torchscan_stages.pipeline.sweep")
     parser.add_argument("output_dir", help="folder that holds the job folders")
-    parser.add_argument("jobs", nargs="+", help="job folders (each with reports/)")
+    parser.add_argument("jobs", nargs="*", help="job folders (each with reports/)")
     parser.add_argument("--title", default="Sweep")
+    parser.add_argument(
+        "--dvc-experiments", metavar="REPO", help="summarise the DVC experiments of REPO instead"
+    )
     args = parser.parse_args(argv)
     output = Path(args.output_dir)
-    summary = summarize_jobs([Path(j) for j in args.jobs], output, title=args.title, listed=True)
-    print(f"sweep summary: {output / SUMMARY_HTML} ({len(summary['jobs'])} jobs)")
+    if args.dvc_experiments:
+        from .sweep_dvc import dvc_experiment_rows
+
+        output.mkdir(parents=True, exist_ok=True)
+        rows = dvc_experiment_rows(Path(args.dvc_experiments))
+        summary = write_summary(rows, output, args.title)
+    elif args.jobs:
+        jobs = [Path(j) for j in args.jobs]
+        summary = summarize_jobs(jobs, output, title=args.title, listed=True)
+    else:
+        parser.error("name job folders, or --dvc-experiments REPO")
+    failed = sum(1 for row in summary["jobs"] if row["status"] != "completed")
+    print(f"sweep summary: {output / SUMMARY_HTML} ({len(summary['jobs'])} jobs, {failed} failed)")
     return 0
 
 
