@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -55,6 +56,11 @@ def _stop_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+# Ray 2.5x turns token authentication on when ~/.ray/auth_token exists (a local ray.init()
+# writes one): the test cluster uses its own token, given to the head and to the sweep.
+RAY_ENV = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+
+
 @pytest.fixture(scope="module")
 def ray_address() -> Iterator[str]:
     pytest.importorskip("ray", reason="the [scale] extra (hydra-ray-launcher, ray) is needed")
@@ -68,6 +74,7 @@ def ray_address() -> Iterator[str]:
             "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}",
         ],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        env={**os.environ, **RAY_ENV},
     )  # fmt: skip
     try:
         output = start.communicate(timeout=120)[0]
@@ -83,6 +90,8 @@ def ray_address() -> Iterator[str]:
 def _sweep(tmp_path: Path, name: str, launcher: list[str]) -> dict[str, Any]:
     sweep_dir = tmp_path / name
     env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
+    if name == "ray":
+        env.update(RAY_ENV)
     result = subprocess.run(
         [
             sys.executable, "-m", "torchscan_stages.stages.crawl", "-m", *launcher, *GRID,
