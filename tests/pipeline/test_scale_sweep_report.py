@@ -17,14 +17,19 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.parametrize(
+    "launcher",
+    [[], ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]],
+    ids=["basic", "joblib"],  # joblib: the failure comes back from a worker process
+)
 def test_a_job_that_fails_mid_sweep_shows_as_failed_and_the_others_complete(
-    tmp_path: Path,
+    tmp_path: Path, launcher: list[str]
 ) -> None:
     sweep_dir = tmp_path / "sweep"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
     result = subprocess.run(
         [
-            sys.executable, "-m", "torchscan_stages.stages.crawl", "-m",
+            sys.executable, "-m", "torchscan_stages.stages.crawl", "-m", *launcher,
             "crawl.mode=full,bogus,structure", f"hydra.sweep.dir={sweep_dir}",
         ],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
