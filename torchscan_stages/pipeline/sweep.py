@@ -35,6 +35,7 @@ SUMMARY_JSON = "sweep_summary.json"
 SUMMARY_HTML = "sweep_summary.html"
 JOB_STATUS = "job_status.json"
 _METRIC_KEYS = {"status", "unit", "scope", "method"}
+_CONFIG_AXES = ("model", "input", "device", "precision", "threads", "seed")
 _SKIP = {"layers", "provenance", "diagnostics", "operators", "events"}
 
 
@@ -126,6 +127,8 @@ def _job_row(job_dir: Path, root: Path, *, listed: bool = False) -> dict[str, An
         row.setdefault("provenance", _provenance(document))
         _config_columns(row, (document.get("provenance") or {}).get("run") or {})
     row["reports"] = [f"{name}/reports/{p.name}" for p in reports]
+    if "axes" not in row:  # no Hydra overrides saved (a DVC matrix job): its config says
+        row["axes"] = {k: str(row[k]) for k in _CONFIG_AXES if k in row}
     return row
 
 
@@ -225,7 +228,11 @@ class SweepSummaryCallback:
 
     def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
         from hydra.core.utils import JobStatus
+        from hydra.types import RunMode
 
+        with contextlib.suppress(Exception):  # a single run (hand or DVC matrix): no file
+            if config.hydra.mode != RunMode.MULTIRUN:
+                return
         output_dir = getattr(job_return, "working_dir", None)
         with contextlib.suppress(Exception):  # a config without runtime keeps working_dir
             output_dir = str(config.hydra.runtime.output_dir)
