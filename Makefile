@@ -13,8 +13,8 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml constraints.txt | $(PY)
-	@echo "installing the package with its pipeline, dev and hf extras (a few minutes the first time)"
-	$(BEAT) install $(PY) -m pip install --progress-bar off -c constraints.txt -e '.[pipeline,dev,hf]'
+	@echo "installing the package with its pipeline, dev, hf and scale extras (a few minutes the first time)"
+	$(BEAT) install $(PY) -m pip install --progress-bar off -c constraints.txt -e '.[pipeline,dev,hf,scale]'
 	@touch $(STAMP)
 
 setup: $(STAMP)

@@ -25,6 +25,7 @@ def test_multirun_writes_a_report_per_job_and_summarises_only_that_sweep(
     stale.mkdir(parents=True)
     (stale / "latency.json").write_text("{}")  # an older job in the same folder
     env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
+    env["TORCHSCAN_TIMING_LOCK"] = str(tmp_path / "lock")  # this test's host lock only
     result = subprocess.run(
         [
             sys.executable, "-m", "torchscan_stages.stages.latency", "-m",
@@ -40,6 +41,9 @@ def test_multirun_writes_a_report_per_job_and_summarises_only_that_sweep(
     assert all(isinstance(r, BenchmarkReport) for r in loaded)
     precisions = {r.execution.precision for r in loaded}  # type: ignore[union-attr]
     assert len(precisions) == 2, precisions
+    for report in loaded:  # the basic launcher runs jobs one by one: each was alone
+        shares = [d for d in report.diagnostics if d.code == "timing_host_share"]
+        assert [d.count for d in shares] == [1], shares  # 1 = itself; no other timing job
     summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
     assert sorted(row["job"] for row in summary["jobs"]) == ["0", "1"]  # not the stale "99"
     html = (sweep_dir / "sweep_summary.html").read_text()

@@ -44,6 +44,7 @@ class StageContext:
     run: RunContext
     headline: list[str] = field(default_factory=list)
     pending: dict[Path, str] = field(default_factory=dict)
+    host_share: Any = None  # hostlock.HostShare of a timing stage: stamped on its reports
 
     def report_path(self, name: str | None = None) -> Path:
         return self.output_dir / "reports" / f"{name or self.stage}.json"
@@ -56,6 +57,9 @@ class StageContext:
 
     def write_report(self, report: _Report, name: str | None = None) -> Path:
         path = self.report_path(name)
+        if self.host_share is not None:
+            stamp = self.host_share.diagnostic()
+            report = report.model_copy(update={"diagnostics": [*report.diagnostics, stamp]})
         self.pending[path] = report.model_dump_json(indent=2) + "\n"
         return path
 
@@ -146,13 +150,15 @@ def _execute(spec: StageSpec, raw: dict[str, Any], output_dir: Path) -> str:
     """Validate, run the body, write its outputs together; returns the result line."""
     from ..provenance import set_run_context
     from .feedback import result_line
+    from .hostlock import timing_slot
 
     config = validate_config(raw, required=spec.required)
     run = run_context(spec.stage, raw, spec.keys)
     set_run_context(run)
     try:
         ctx = StageContext(spec.stage, config, config_section(raw, spec.keys), output_dir, run)
-        spec.body(ctx)
+        with timing_slot(spec.stage) as ctx.host_share:  # one timing job at a time per host
+            spec.body(ctx)
     finally:
         set_run_context(None)
     try:
@@ -168,6 +174,10 @@ def _execute(spec: StageSpec, raw: dict[str, Any], output_dir: Path) -> str:
 
 class OutputError(RuntimeError):
     """The stage's outputs could not be written (nothing was replaced)."""
+
+
+class StageFailed(RuntimeError):
+    """A job of a multirun failed; Hydra records it and goes on with the other jobs."""
 
 
 EXIT_OUTPUT_ERROR = 1
@@ -219,6 +229,7 @@ def _emit(line: str) -> None:
 def _run_hydra(spec: StageSpec, args: list[str]) -> int:
     import hydra
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
     from .loader import CONFIG_NAME, find_conf_dir
 
@@ -232,6 +243,11 @@ def _run_hydra(spec: StageSpec, args: list[str]) -> int:
         try:
             _emit(_execute(spec, to_plain(cfg), output_dir))
         except (ConfigError, OutputError) as error:
+            if HydraConfig.get().mode == RunMode.MULTIRUN:
+                # One failed job must not end the sweep: Hydra records it as failed, runs
+                # the other jobs, then exits non-zero; the sweep summary lists it.
+                print(f"{spec.stage}: {error}", file=sys.stderr, flush=True)
+                raise StageFailed(f"{spec.stage}: {error}") from None
             raise SystemExit(_fail(spec.stage, error)) from None
         return str(output_dir)
 

@@ -1,22 +1,29 @@
-"""Sweep summaries over exactly the jobs of one sweep.
+"""Sweep summaries over exactly the jobs of one sweep, failed jobs included.
 
 A Hydra multirun (``-m precision=fp32,bf16 threads=1,2``) writes each job's report under
-its own job folder; :class:`SweepSummaryCallback` (registered in ``conf/config.yaml``)
-writes ``sweep_summary.json`` (a table; also DVC plots data) and ``sweep_summary.html``
-(table and chart) in the sweep folder when the sweep ends. Jobs already in that folder
-before the sweep started are not part of it. ``python -m torchscan_stages.pipeline.sweep``
-summarises job folders of a DVC ``matrix:`` pipeline the same way.
+its own job folder. :class:`SweepSummaryCallback` (registered in ``conf/config.yaml``)
+writes ``job_status.json`` in every job folder when that job ends (completed or failed,
+with its error line; it runs wherever the launcher ran the job), and, when the sweep ends,
+``sweep_summary.json`` (a table; also DVC plots data) and ``sweep_summary.html`` (table and
+charts) in the sweep folder. A sweep with a failed job still gets its summary: Hydra raises
+after the batch, so the summary is also written at interpreter exit. Jobs already in that
+folder before the sweep started are not part of it. ``python -m
+torchscan_stages.pipeline.sweep`` summarises any set of job folders (a DVC ``matrix:``
+pipeline, or the workspaces of DVC experiments) the same way.
 
-Timing jobs that share one host disturb each other (CPU, caches, memory bandwidth): run
-timing sweeps one job at a time (the default launcher) and read parallel sweeps with care.
+Timing jobs that share one host disturb each other (CPU, caches, memory bandwidth): timing
+stages take a host lock (see ``hostlock``) and record how many timing jobs shared the host.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import json
+import socket
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,46 +33,130 @@ NOTE = (
 )
 SUMMARY_JSON = "sweep_summary.json"
 SUMMARY_HTML = "sweep_summary.html"
+JOB_STATUS = "job_status.json"
+_METRIC_KEYS = {"status", "unit", "scope", "method"}
+_CONFIG_AXES = ("model", "input", "device", "precision", "threads", "seed")
+_SKIP = {"layers", "provenance", "diagnostics", "operators", "events"}
 
 
-def _job_row(job_dir: Path, root: Path) -> dict[str, Any] | None:
+def metric_results(document: Any, prefix: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every MetricResult in a report, by dotted path (per-layer records left out)."""
+    if isinstance(document, dict):
+        if document.keys() >= _METRIC_KEYS:
+            yield prefix, document
+            return
+        for key, value in document.items():
+            if key not in _SKIP:
+                yield from metric_results(value, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(document, list):
+        for index, value in enumerate(document):
+            name = value.get("scope") if isinstance(value, dict) else None
+            yield from metric_results(value, f"{prefix}.{name or index}")
+
+
+def _report_metrics(stem: str, document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    for path, result in metric_results(document):
+        name = path if path.startswith(f"{stem}.") else f"{stem}.{path}"
+        found[name] = {
+            k: result.get(k) for k in ("status", "value", "known_value", "unit", "scope")
+        }
+    stats = (document.get("latency") or {}).get("stats")
+    warmed = found.get("latency.warmed" if stem == "latency" else f"{stem}.latency.warmed")
+    if isinstance(stats, dict) and warmed is not None:
+        warmed["spread"] = {k: stats.get(k) for k in ("q1", "q3", "iqr", "blocks")}
+    return found
+
+
+def _axes(overrides: list[str]) -> dict[str, str]:
+    """The swept settings of a job: its task overrides, Hydra's own settings left out."""
+    axes: dict[str, str] = {}
+    for item in overrides:
+        key, sep, value = str(item).partition("=")
+        if sep and not key.lstrip("+~").startswith("hydra"):
+            axes[key.lstrip("+~")] = value
+    return axes
+
+
+def _provenance(document: dict[str, Any]) -> dict[str, Any]:
+    provenance = document.get("provenance") or {}
+    run = provenance.get("run") or {}
+    return {
+        "env_hash": provenance.get("env_hash"),
+        "torch_version": provenance.get("torch_version"),
+        "git_commit": run.get("git_commit"),
+        "git_dirty": run.get("git_dirty"),
+    }
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def _job_row(job_dir: Path, root: Path, *, listed: bool = False) -> dict[str, Any] | None:
+    """One job's row; ``listed`` (named by the user) folders always get one."""
     reports = sorted((job_dir / "reports").glob("*.json"))
-    if not reports:
-        return None
-    row: dict[str, Any] = {"job": job_dir.relative_to(root).as_posix()}
-    overrides_file = job_dir / ".hydra" / "overrides.yaml"
-    if overrides_file.exists():
-        import yaml
-
-        row["overrides"] = yaml.safe_load(overrides_file.read_text(encoding="utf-8")) or []
+    status_doc = _read_json(job_dir / JOB_STATUS) or {}
+    if not (listed or reports or status_doc or (job_dir / ".hydra").is_dir()):
+        return None  # not a job folder (a sweep folder also holds .submitit/ and others)
+    try:
+        name = job_dir.relative_to(root).as_posix()
+    except ValueError:  # a job folder outside the summary's folder
+        name = job_dir.as_posix()
+    row: dict[str, Any] = {"job": name}
+    overrides = _read_json_yaml(job_dir / ".hydra" / "overrides.yaml")
+    if overrides is not None:
+        row["overrides"] = overrides
+        row["axes"] = _axes(overrides)
+    row["status"] = status_doc.get("status") or ("completed" if reports else "unknown")
+    if row["status"] == "unknown":
+        row["error"] = "no report and no job_status.json: the job never finished"
+    elif status_doc.get("error"):
+        row["error"] = status_doc["error"]
+    for key in ("host", "timing_jobs_on_host"):
+        if key in status_doc:
+            row[key] = status_doc[key]
     for metrics_file in sorted((job_dir / "metrics").glob("*.json")):
-        values = json.loads(metrics_file.read_text(encoding="utf-8"))
-        for key, value in values.items():
+        for key, value in json.loads(metrics_file.read_text(encoding="utf-8")).items():
             # '_', not '.': a dot in a field name means a nested field to vega-lite (dvc plots)
             row[f"{metrics_file.stem}_{key}"] = value
+    row["metrics"] = {}
     for report_file in reports:
         document = json.loads(report_file.read_text(encoding="utf-8"))
-        run = (document.get("provenance") or {}).get("run") or {}
-        config = run.get("config") or {}
-        for key in ("threads", "seed"):
-            if key in config:
-                row.setdefault(key, config[key])
-        for key in ("precision", "model", "input", "device"):
-            section = config.get(key)
-            if isinstance(section, dict):
-                row.setdefault(key, section.get("name", section.get("type")))
-    row["reports"] = [p.relative_to(root).as_posix() for p in reports]
+        row["metrics"].update(_report_metrics(report_file.stem, document))
+        row.setdefault("provenance", _provenance(document))
+        _config_columns(row, (document.get("provenance") or {}).get("run") or {})
+    row["reports"] = [f"{name}/reports/{p.name}" for p in reports]
+    if "axes" not in row:  # no Hydra overrides saved (a DVC matrix job): its config says
+        row["axes"] = {k: str(row[k]) for k in _CONFIG_AXES if k in row}
     return row
 
 
-def summarize_jobs(
-    job_dirs: Iterable[Path], output_dir: Path, *, title: str = "Sweep"
-) -> dict[str, Any]:
-    """Write the sweep's table (JSON) and its HTML page; returns the table."""
+def _read_json_yaml(path: Path) -> list[str] | None:
+    if not path.exists():
+        return None
+    import yaml
+
+    return list(yaml.safe_load(path.read_text(encoding="utf-8")) or [])
+
+
+def _config_columns(row: dict[str, Any], run: dict[str, Any]) -> None:
+    config = run.get("config") or {}
+    for key in ("threads", "seed"):
+        if key in config:
+            row.setdefault(key, config[key])
+    for key in ("precision", "model", "input", "device"):
+        section = config.get(key)
+        if isinstance(section, dict):
+            row.setdefault(key, section.get("name", section.get("type")))
+
+
+def write_summary(rows: list[dict[str, Any]], output_dir: Path, title: str) -> dict[str, Any]:
+    """The sweep's table (JSON, also DVC plots data) and its offline HTML page."""
+    from ..render.sweep_view import sweep_page
     from ..report import atomic_write_text
 
     output_dir = Path(output_dir)
-    rows = [row for d in sorted(job_dirs) if (row := _job_row(Path(d), output_dir)) is not None]
     summary: dict[str, Any] = {"title": title, "note": NOTE, "jobs": rows}
     overlaps = _overlapping_timings(rows, output_dir)
     if overlaps:  # measured on one host at the same time: each disturbed the other
@@ -76,11 +167,7 @@ def summarize_jobs(
         )
         title = f"{title} - WARNING: {summary['warning']}"
     atomic_write_text(output_dir / SUMMARY_JSON, json.dumps(summary, indent=2) + "\n")
-    report_paths = [output_dir / path for row in rows for path in row["reports"]]
-    if report_paths:
-        from ..render import render_index
-
-        render_index(report_paths, output_dir / SUMMARY_HTML, title=f"{title} ({NOTE})")
+    atomic_write_text(output_dir / SUMMARY_HTML, sweep_page(summary))
     return summary
 
 
@@ -91,7 +178,7 @@ def _overlapping_timings(rows: list[dict[str, Any]], root: Path) -> list[list[st
 
     timings = []
     for row in rows:
-        for path in row["reports"]:
+        for path in row.get("reports", []):
             document = json.loads((root / path).read_text(encoding="utf-8"))
             host = (document.get("provenance") or {}).get("host")
             if host:
@@ -99,11 +186,45 @@ def _overlapping_timings(rows: list[dict[str, Any]], root: Path) -> list[list[st
     return [list(pair) for pair in overlapping_timings(timings)]
 
 
+def summarize_jobs(
+    job_dirs: Iterable[Path], output_dir: Path, *, title: str = "Sweep", listed: bool = False
+) -> dict[str, Any]:
+    """Write the sweep's table (JSON) and its HTML page; returns the table.
+
+    ``listed``: the folders were named one by one, so each gets a row even when it holds
+    nothing (status ``unknown``), never silently dropped.
+    """
+    output_dir = Path(output_dir)
+    rows = [
+        row
+        for d in sorted(job_dirs)
+        if (row := _job_row(Path(d), output_dir, listed=listed)) is not None
+    ]
+    rows.sort(key=lambda row: (len(row["job"]), row["job"]))
+    return write_summary(rows, output_dir, title)
+
+
+def write_job_status(output_dir: Path, status: str, error: BaseException | None) -> None:
+    """One job's outcome beside its reports, so a failed job is never missing."""
+    from ..report import atomic_write_text
+    from .hostlock import last_share
+
+    document: dict[str, Any] = {"status": status, "host": socket.gethostname()}
+    if error is not None:
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        document["error"] = f"{type(error).__name__}: {lines[0]}"
+    share = last_share()
+    if share is not None:
+        document["timing_jobs_on_host"] = share
+    atomic_write_text(output_dir / JOB_STATUS, json.dumps(document, indent=2) + "\n")
+
+
 class SweepSummaryCallback:
-    """Hydra callback: summarise the jobs this multirun created, and only those."""
+    """Hydra callback: each job's outcome; the summary of the jobs this multirun created."""
 
     def __init__(self) -> None:
         self._before: set[str] = set()
+        self._folder: Path | None = None
 
     @staticmethod
     def _sweep_dir(config: Any) -> Path:
@@ -112,16 +233,38 @@ class SweepSummaryCallback:
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         folder = self._sweep_dir(config)
         self._before = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+        self._folder = folder
+        # Hydra raises after a batch with a failed job and never calls on_multirun_end.
+        atexit.register(self._summarise)
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        folder = self._sweep_dir(config)
-        if not folder.is_dir():
+        self._summarise()
+
+    def _summarise(self) -> None:
+        folder, self._folder = self._folder, None
+        if folder is None or not folder.is_dir():
             return
         jobs = [p for p in folder.iterdir() if p.is_dir() and p.name not in self._before]
         summary = summarize_jobs(jobs, folder, title=f"Sweep {folder}")
-        page = folder / SUMMARY_HTML
-        shown = page if page.exists() else folder / SUMMARY_JSON
-        print(f"sweep summary: {shown} ({len(summary['jobs'])} jobs)", flush=True)
+        failed = sum(1 for row in summary["jobs"] if row["status"] != "completed")
+        counted = f"{len(summary['jobs'])} jobs" + (f", {failed} failed" if failed else "")
+        print(f"sweep summary: {folder / SUMMARY_HTML} ({counted})", flush=True)
+
+    def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
+        from hydra.core.utils import JobStatus
+        from hydra.types import RunMode
+
+        with contextlib.suppress(Exception):  # a single run (hand or DVC matrix): no file
+            if config.hydra.mode != RunMode.MULTIRUN:
+                return
+        output_dir = getattr(job_return, "working_dir", None)
+        with contextlib.suppress(Exception):  # a config without runtime keeps working_dir
+            output_dir = str(config.hydra.runtime.output_dir)
+        if output_dir is None:
+            return
+        failed = job_return.status == JobStatus.FAILED
+        error = job_return._return_value if failed else None
+        write_job_status(Path(output_dir), "failed" if failed else "completed", error)
 
     # Hydra calls these on every callback; a summary has nothing to do there.
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
@@ -133,19 +276,30 @@ class SweepSummaryCallback:
     def on_job_start(self, config: Any, **kwargs: Any) -> None:
         return None
 
-    def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
-        return None
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torchscan_stages.pipeline.sweep")
     parser.add_argument("output_dir", help="folder that holds the job folders")
-    parser.add_argument("jobs", nargs="+", help="job folders (each with reports/)")
+    parser.add_argument("jobs", nargs="*", help="job folders (each with reports/)")
     parser.add_argument("--title", default="Sweep")
+    parser.add_argument(
+        "--dvc-experiments", metavar="REPO", help="summarise the DVC experiments of REPO instead"
+    )
     args = parser.parse_args(argv)
     output = Path(args.output_dir)
-    summary = summarize_jobs([Path(j) for j in args.jobs], output, title=args.title)
-    print(f"sweep summary: {output / SUMMARY_HTML} ({len(summary['jobs'])} jobs)")
+    if args.dvc_experiments:
+        from .sweep_dvc import dvc_experiment_rows
+
+        output.mkdir(parents=True, exist_ok=True)
+        rows = dvc_experiment_rows(Path(args.dvc_experiments))
+        summary = write_summary(rows, output, args.title)
+    elif args.jobs:
+        jobs = [Path(j) for j in args.jobs]
+        summary = summarize_jobs(jobs, output, title=args.title, listed=True)
+    else:
+        parser.error("name job folders, or --dvc-experiments REPO")
+    failed = sum(1 for row in summary["jobs"] if row["status"] != "completed")
+    print(f"sweep summary: {output / SUMMARY_HTML} ({len(summary['jobs'])} jobs, {failed} failed)")
     return 0
 
 

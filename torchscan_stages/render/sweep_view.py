@@ -7,10 +7,11 @@ taken from the report's own execution record, which is what actually ran.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from ..report import BenchmarkReport, MetricResult
 from .format import Cell, human, metric_cell, seconds, si
@@ -131,4 +132,136 @@ def sweep_view(members: list[tuple[str, BenchmarkReport]]) -> SweepView | None:
         ),
         unit=unit,
         notes=notes,
+    )
+
+
+# --- The sweep summary page: any set of jobs, failed ones included -------------------------
+
+_PAGE_CSS = """
+body{padding:0 1rem}
+table.sweep{border-collapse:collapse;margin:1em 0}.sweep td,.sweep th{border:1px solid #ccc;
+padding:3px 6px}.sweep tr.failed{background:#fde8e8}.sweep .err{color:#a00;font-family:monospace}
+"""
+_MAX_CHARTS = 8
+
+
+def _house_css() -> str:
+    """The report pages' stylesheet (series colours, status classes), inlined: no network."""
+    from pathlib import Path
+
+    return (Path(__file__).parent / "templates" / "style.css").read_text(encoding="utf-8")
+
+
+def _summary_cell(result: dict[str, Any] | None) -> Cell:
+    """A table cell for one metric of the sweep table (a MetricResult as plain JSON)."""
+    if not result or result.get("status") == "unavailable" or result.get("known_value") is None:
+        return Cell("—", "unavailable", "na")
+    unit = str(result.get("unit") or "")
+    number = float(result["known_value"])
+    spread = result.get("spread") or {}
+    extra = f"; IQR {spread['iqr']:.3g} over {spread.get('blocks')} blocks" if spread else ""
+    title = f"{result.get('scope')}{extra}"
+    shown = human(number, unit)
+    if spread.get("iqr") is not None:
+        shown += f" (IQR {human(float(spread['iqr']), unit)})"
+    if result["status"] == "partial":
+        return Cell(f"≥ {shown}", f"lower bound; {title}", "part")
+    return Cell(shown, title, "ok")
+
+
+def swept_axes(jobs: list[dict[str, Any]]) -> list[str]:
+    """Override keys whose value differs between jobs (all of them when none differs)."""
+    known = [job["axes"] for job in jobs if job.get("axes")]  # a job that never ran has none
+    keys = sorted({k for axes in known for k in axes})
+    varying = [k for k in keys if len({axes.get(k) for axes in known}) > 1]
+    return varying or keys
+
+
+def _x_axis(axes: list[str]) -> str | None:
+    if not axes:
+        return None
+    return "threads" if "threads" in axes else axes[0]
+
+
+def _charts(jobs: list[dict[str, Any]], names: list[str], axes: list[str]) -> list[Markup]:
+    """One line chart per metric: x = the first swept axis, one line per other setting."""
+    x_key = _x_axis(axes)
+    if x_key is None:
+        return []
+    x_labels = sorted({(j.get("axes") or {}).get(x_key, "") for j in jobs}, key=_natural)
+    charts: list[Markup] = []
+    for name in names[:_MAX_CHARTS]:
+        series: dict[str, list[Point]] = {}
+        for job in jobs:
+            values = job.get("axes") or {}
+            x = values.get(x_key, "")
+            others = [f"{k}={values.get(k, '')}" for k in axes if k != x_key]
+            label = ", ".join(others) or name
+            result = (job.get("metrics") or {}).get(name)
+            series.setdefault(label, []).append(_job_point(job, x, result))
+        unit = next((str(r["unit"]) for j in jobs if (r := j["metrics"].get(name))), "")
+        charts.append(Markup("<h3>{} ({})</h3>").format(name, unit or "no unit"))
+        charts.append(
+            line_chart(
+                series, x_labels, label=name, x_text=x_key,
+                formatter=_formatter(unit),
+            )
+        )  # fmt: skip
+    return charts
+
+
+def _formatter(unit: str) -> Callable[[float], str]:
+    return lambda value: human(value, unit)
+
+
+def _natural(text: str) -> tuple[int, float | str]:
+    try:
+        return (0, float(text))
+    except ValueError:
+        return (1, text)
+
+
+def _job_point(job: dict[str, Any], x: str, result: dict[str, Any] | None) -> Point:
+    if job["status"] != "completed" or not result or result.get("known_value") is None:
+        why = job.get("error") or "unavailable"
+        return Point(x=x, value=None, status="unavailable", title=f"job {job['job']}: {why}")
+    cell = _summary_cell(result)
+    return Point(x=x, value=float(result["known_value"]), status=result["status"], title=cell.text)
+
+
+def _row_html(job: dict[str, Any], axes: list[str], names: list[str]) -> str:
+    failed = job["status"] != "completed"
+    cells = [f"<td>{escape(job['job'])}</td>"]
+    cells += [f"<td>{escape((job.get('axes') or {}).get(a, ''))}</td>" for a in axes]
+    cells.append(f"<td>{escape(job['status'])}</td>")
+    for name in names:
+        cell = _summary_cell((job.get("metrics") or {}).get(name))
+        title = escape(cell.title)
+        cells.append(f'<td class="{cell.cls}" title="{title}">{escape(cell.text)}</td>')
+    prov = job.get("provenance") or {}
+    where = f"{job.get('host', '')} env {str(prov.get('env_hash') or '')[:12]}"
+    shared = job.get("timing_jobs_on_host")
+    where += f"; timing jobs on host: {shared}" if shared is not None else ""
+    cells.append(f"<td>{escape(where)} git {escape(str(prov.get('git_commit') or '')[:10])}</td>")
+    cells.append(f'<td class="err">{escape(job.get("error") or "")}</td>')
+    return f'<tr class="{"failed" if failed else ""}">{"".join(cells)}</tr>'
+
+
+def sweep_page(summary: dict[str, Any]) -> str:
+    """Offline HTML (no script) for a sweep summary: table, charts, every job listed."""
+    jobs: list[dict[str, Any]] = summary["jobs"]
+    axes = swept_axes(jobs)
+    names = sorted({n for job in jobs for n in (job.get("metrics") or {})})
+    head = "".join(f"<th>{escape(h)}</th>" for h in ["job", *axes, "status", *names])
+    head += "<th>where (host, env, git)</th><th>error</th>"
+    rows = "".join(_row_html(job, axes, names) for job in jobs)
+    failed = sum(1 for job in jobs if job["status"] != "completed")
+    charts = "".join(str(c) for c in _charts(jobs, names, axes))
+    title = escape(summary.get("title", "Sweep"))
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+        f"<style>{_house_css()}{_PAGE_CSS}</style></head><body><h1>{title}</h1>"
+        f"<p>{len(jobs)} jobs, {failed} not completed. {escape(summary.get('note', ''))}</p>"
+        f"<table class='sweep'><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+        f"{charts}</body></html>\n"
     )

@@ -1,0 +1,88 @@
+"""One sweep report for any set of jobs: a failed job is listed as failed, never missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchscan_stages.report import load_report
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    "launcher",
+    [[], ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]],
+    ids=["basic", "joblib"],  # joblib: the failure comes back from a worker process
+)
+def test_a_job_that_fails_mid_sweep_shows_as_failed_and_the_others_complete(
+    tmp_path: Path, launcher: list[str]
+) -> None:
+    sweep_dir = tmp_path / "sweep"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "torchscan_stages.stages.crawl", "-m", *launcher,
+            "crawl.mode=full,bogus,structure", f"hydra.sweep.dir={sweep_dir}",
+        ],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0  # the sweep as a whole reports the failure
+    summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
+    jobs = {row["job"]: row for row in summary["jobs"]}
+    assert sorted(jobs) == ["0", "1", "2"]  # the failed job is listed, not missing
+    assert [jobs[j]["status"] for j in ("0", "1", "2")] == ["completed", "failed", "completed"]
+    assert "crawl.mode" in jobs["1"]["error"] and "bogus" in jobs["1"]["error"], jobs["1"]
+    assert jobs["1"]["axes"] == {"crawl.mode": "bogus"} and jobs["1"]["reports"] == []
+    for job in ("0", "2"):  # the jobs after the failure ran too
+        report = load_report(sweep_dir / job / "reports" / "crawl.json")
+        assert report.kind == "analysis"
+        parameters = jobs[job]["metrics"]["crawl.totals.parameters"]
+        assert parameters["status"] == "complete"
+        assert parameters["value"] == report.totals.parameters.value  # type: ignore[union-attr]
+        assert jobs[job]["provenance"]["env_hash"] == report.provenance.env_hash
+    html = (sweep_dir / "sweep_summary.html").read_text()
+    assert "<script" not in html and 'class="failed"' in html and "bogus" in html
+    assert f"sweep summary: {sweep_dir / 'sweep_summary.html'} (3 jobs, 1 failed)" in result.stdout
+
+
+def _job(folder: Path, overrides: list[str], status: dict[str, str] | None) -> None:
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    if status is not None:
+        (folder / "job_status.json").write_text(json.dumps(status))
+
+
+def test_summary_of_listed_folders_keeps_every_job_with_its_status(tmp_path: Path) -> None:
+    import torch
+
+    from torchscan_stages import crawl_module
+    from torchscan_stages.pipeline.sweep import summarize_jobs
+
+    _job(tmp_path / "a", ["threads=1", "seed=0"], {"status": "completed", "host": "h1"})
+    report = crawl_module(torch.nn.Linear(3, 2), (3,))
+    (tmp_path / "a" / "reports").mkdir()
+    (tmp_path / "a" / "reports" / "crawl.json").write_text(report.model_dump_json())
+    _job(tmp_path / "b", ["threads=2", "seed=0"], {"status": "failed", "error": "E: boom"})
+    (tmp_path / "c").mkdir()  # named, but nothing ever ran there
+    folders = [tmp_path / name for name in ("a", "b", "c")]
+    summary = summarize_jobs(folders, tmp_path, title="t", listed=True)
+    rows = {row["job"]: row for row in summary["jobs"]}
+    assert {k: r["status"] for k, r in rows.items()} == {
+        "a": "completed", "b": "failed", "c": "unknown",
+    }  # fmt: skip
+    assert rows["b"]["error"] == "E: boom" and "never finished" in rows["c"]["error"]
+    parameters = rows["a"]["metrics"]["crawl.totals.parameters"]
+    assert parameters["status"] == "complete" and parameters["value"] == 8  # 3*2 weights + 2
+    assert rows["a"]["host"] == "h1" and rows["a"]["reports"] == ["a/reports/crawl.json"]
+    html = (tmp_path / "sweep_summary.html").read_text()
+    # only the varying axis is a column; seed=0 is the same in every job
+    assert "<th>threads</th>" in html and "<th>seed</th>" not in html
+    assert html.count('class="failed"') == 2 and "E: boom" in html  # b and c, both listed

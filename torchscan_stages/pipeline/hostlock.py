@@ -1,0 +1,121 @@
+"""One timing job at a time per host, and a count of the timing jobs that shared the host.
+
+Timing stages (latency, rss, profile, compare) measure the machine as well as the model:
+two of them running at once on one host disturb each other. Whatever launcher started
+them (joblib, submitit, Ray, several DVC queue workers), a timing stage first registers in
+a host-wide folder, then takes an exclusive ``flock`` there, so timing jobs on one host
+measure one after the other while crawl, flops and memory jobs still fan out. Each report
+records, as a ``timing_host_share`` diagnostic, how many timing jobs were on the host
+(waiting or measuring) and whether the lock kept them apart.
+
+``TORCHSCAN_TIMING_LOCK`` sets the folder (one per host; the default is in the system's
+temporary folder); ``TORCHSCAN_TIMING_LOCK=off`` lets timing jobs run concurrently, and the
+reports then say how many shared the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LOCK_ENV = "TORCHSCAN_TIMING_LOCK"
+TIMING_STAGES = frozenset({"latency", "rss", "profile", "compare"})
+_last: int | None = None
+
+
+@dataclass
+class HostShare:
+    """Timing jobs seen on this host while this one measured (itself included)."""
+
+    folder: Path
+    locked: bool
+    jobs: int = 1
+
+    def refresh(self) -> int:
+        self.jobs = max(self.jobs, _registered(self.folder))
+        global _last
+        _last = self.jobs
+        return self.jobs
+
+    def diagnostic(self) -> Any:
+        from ..report import Diagnostic
+
+        jobs = self.refresh()
+        others = jobs - 1
+        if self.locked:
+            how = "the host lock kept them apart: none measured at the same time as this one"
+        else:
+            how = f"the host lock was off ({LOCK_ENV}=off): they may have measured concurrently"
+        return Diagnostic(
+            code="timing_host_share",
+            severity="warning" if others and not self.locked else "info",
+            count=jobs,
+            message=f"{jobs} timing job(s) on host {os.uname().nodename} ({others} besides "
+            f"this one); {how}",
+        )
+
+
+def lock_folder() -> Path | None:
+    """The host-wide folder of the timing lock; ``None`` when switched off."""
+    value = os.environ.get(LOCK_ENV, "")
+    if value.lower() == "off":
+        return None
+    return Path(value) if value else Path(tempfile.gettempdir()) / "torchscan_stages-timing"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _registered(folder: Path) -> int:
+    """Timing jobs registered in ``folder`` whose process still lives."""
+    count = 0
+    for entry in folder.glob("job-*"):
+        pid = entry.name.removeprefix("job-")
+        if pid.isdigit() and _alive(int(pid)):
+            count += 1
+    return count
+
+
+def last_share() -> int | None:
+    """The count recorded by this process's latest timing slot (None: it had none)."""
+    return _last
+
+
+@contextlib.contextmanager
+def timing_slot(stage: str) -> Iterator[HostShare | None]:
+    """Register, wait for the host's timing lock, measure; ``None`` for non-timing stages."""
+    if stage not in TIMING_STAGES:
+        yield None
+        return
+    configured = lock_folder()
+    folder = configured or Path(tempfile.gettempdir()) / "torchscan_stages-timing"
+    folder.mkdir(parents=True, exist_ok=True)
+    presence = folder / f"job-{os.getpid()}"
+    presence.write_text(stage, encoding="utf-8")
+    handle = open(folder / "lock", "a+") if configured else None  # noqa: SIM115
+    try:
+        if handle is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # blocks while another job measures
+        share = HostShare(folder, locked=handle is not None)
+        share.refresh()
+        yield share
+        share.refresh()
+    finally:
+        if handle is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            handle.close()
+        with contextlib.suppress(OSError):
+            presence.unlink()
