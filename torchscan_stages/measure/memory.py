@@ -44,6 +44,18 @@ def _is_view_operator(func: Any) -> bool:
     return any(r.alias_info is not None and not r.alias_info.is_write for r in returns)
 
 
+def storage_of(tensor: torch.Tensor) -> Any | None:
+    """The tensor's storage, or None for tensors without one (e.g. sparse, some subclasses).
+
+    Shared by the measured tracker here and the predicted one in ``predict/tracker.py``:
+    both account memory per storage, never per tensor view.
+    """
+    try:
+        return tensor.untyped_storage()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
+
+
 class TrackedTensorMemory(TorchDispatchMode):
     """Dispatch mode recording the peak of live tensor-storage bytes created under it.
 
@@ -63,13 +75,6 @@ class TrackedTensorMemory(TorchDispatchMode):
         self.operators = 0  # operator calls seen
         self.elements_out = 0  # elements of every non-view tensor they produced
 
-    @staticmethod
-    def _storage(tensor: torch.Tensor) -> Any | None:
-        try:
-            return tensor.untyped_storage()
-        except (RuntimeError, NotImplementedError, TypeError):
-            return None
-
     def _freed(self, key: int, reference: weakref.ref[Any]) -> None:
         entry = self._live.get(key)
         if entry is not None and entry[0] is reference:
@@ -85,7 +90,7 @@ class TrackedTensorMemory(TorchDispatchMode):
         return before is not None and before() is storage
 
     def _note_input(self, tensor: torch.Tensor) -> None:
-        storage = self._storage(tensor)
+        storage = storage_of(tensor)
         if storage is None or storage.device.type == "meta":
             return
         key = id(storage)
@@ -96,7 +101,7 @@ class TrackedTensorMemory(TorchDispatchMode):
         self.preexisting[device_type] = self.preexisting.get(device_type, 0) + storage.nbytes()
 
     def _note_output(self, tensor: torch.Tensor, operator: str) -> None:
-        storage = self._storage(tensor)
+        storage = storage_of(tensor)
         if storage is None:
             self.untracked[operator] = self.untracked.get(operator, 0) + 1
             return

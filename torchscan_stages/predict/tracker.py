@@ -18,6 +18,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from ..measure.memory import storage_of
 from .allocator import AllocatorModel
 from .modules import in_backward
 from .ownership import Owned, Ownership
@@ -82,13 +83,6 @@ class PeakTracker(TorchDispatchMode):
         return "forward" if self._modules.current() is not None else "outside"
 
     # ------------------------------------------------------------------------ accounting
-    @staticmethod
-    def _storage(tensor: torch.Tensor) -> Any | None:
-        try:
-            return tensor.untyped_storage()
-        except (RuntimeError, NotImplementedError, TypeError):
-            return None
-
     def _freed(self, key: int, reference: weakref.ref[Any]) -> None:
         entry = self._live.get(key)
         if entry is None or entry.ref is not reference:
@@ -101,7 +95,7 @@ class PeakTracker(TorchDispatchMode):
         self.current -= entry.nbytes
 
     def _note_input(self, tensor: torch.Tensor) -> None:
-        storage = self._storage(tensor)
+        storage = storage_of(tensor)
         if storage is None or tensor.device.type == "meta":
             return
         key = id(storage)
@@ -125,7 +119,7 @@ class PeakTracker(TorchDispatchMode):
         )
 
     def _note_output(self, tensor: torch.Tensor, operator: str, phase: str) -> None:
-        storage = self._storage(tensor)
+        storage = storage_of(tensor)
         if storage is None:
             self.untracked[operator] = self.untracked.get(operator, 0) + 1
             return
