@@ -61,42 +61,73 @@ def _stop_group(pgid: int) -> None:
 RAY_ENV = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
 
+def _loopback_namespace() -> str:
+    """A network namespace with only ``lo`` up, made for this test and deleted after it.
+
+    Ray 2.60 binds its dashboard agent, runtime-env agent and client server to the host's
+    own interface address even with ``--node-ip-address=127.0.0.1``; inside this namespace
+    the only address there is is 127.0.0.1, so the cluster cannot reach anything else.
+    """
+    name = f"tsray-{os.getpid()}"
+    ip = shutil.which("ip")
+    if ip is None or os.geteuid() != 0:
+        pytest.skip(
+            "the Ray test runs in its own loopback-only network namespace: needs root and iproute2"
+        )
+    made = subprocess.run([ip, "netns", "add", name], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot make a network namespace for the Ray test: {made.stderr.strip()}")
+    subprocess.run([ip, "netns", "exec", name, ip, "link", "set", "lo", "up"], check=True)
+    return name
+
+
+def in_namespace(namespace: str, command: list[str]) -> list[str]:
+    return ["ip", "netns", "exec", namespace, *command]
+
+
 @pytest.fixture(scope="module")
-def ray_address() -> Iterator[str]:
+def ray_address() -> Iterator[tuple[str, str]]:
+    """(namespace, address) of a 2-CPU Ray head started inside a loopback-only namespace."""
     pytest.importorskip("ray", reason="the [scale] extra (hydra-ray-launcher, ray) is needed")
+    namespace = _loopback_namespace()
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="tsray", dir="/tmp")  # short: Ray's socket paths
     ray = Path(sys.executable).with_name("ray")
     start = subprocess.Popen(
-        [
+        in_namespace(namespace, [
             str(ray), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
             "--num-cpus=2", "--num-gpus=0", "--object-store-memory=100000000",
             "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}",
-        ],
+        ]),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         env={**os.environ, **RAY_ENV},
     )  # fmt: skip
     try:
         output = start.communicate(timeout=120)[0]
         assert start.returncode == 0, output[-3000:]
-        yield f"127.0.0.1:{port}"
+        yield namespace, f"127.0.0.1:{port}"
     finally:
         if start.poll() is None:
             start.kill()
         _stop_group(start.pid)  # the head's daemons stay in the group `ray start` made
         shutil.rmtree(temp, ignore_errors=True)
+        subprocess.run(["ip", "netns", "delete", namespace], check=False)
 
 
-def _sweep(tmp_path: Path, name: str, launcher: list[str]) -> dict[str, Any]:
+def _sweep(
+    tmp_path: Path, name: str, launcher: list[str], namespace: str | None = None
+) -> dict[str, Any]:
     sweep_dir = tmp_path / name
     env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
-    if name == "ray":
+    command = [
+        sys.executable, "-m", "torchscan_stages.stages.crawl", "-m", *launcher, *GRID,
+        f"hydra.sweep.dir={sweep_dir}",
+    ]  # fmt: skip
+    if namespace is not None:  # the Ray sweep joins its cluster inside the same namespace
         env.update(RAY_ENV)
+        command = in_namespace(namespace, command)
     result = subprocess.run(
-        [
-            sys.executable, "-m", "torchscan_stages.stages.crawl", "-m", *launcher, *GRID,
-            f"hydra.sweep.dir={sweep_dir}",
-        ],
+        command,
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=400, check=False,
     )  # fmt: skip
     assert result.returncode == 0, (name, result.stdout[-1500:], result.stderr[-3000:])
@@ -115,15 +146,19 @@ def _reports(summary: dict[str, Any]) -> set[tuple[Any, ...]]:
 
 
 def test_a_2x2_grid_gives_the_same_reports_through_every_launcher(
-    tmp_path: Path, ray_address: str
+    tmp_path: Path, ray_address: tuple[str, str]
 ) -> None:
+    namespace, address = ray_address
     launchers = {
         "basic": [],
         "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
         "submitit_local": ["hydra/launcher=submitit_local"],
-        "ray": ["hydra/launcher=ray_cluster", f"hydra.launcher.ray.init.address={ray_address}"],
+        "ray": ["hydra/launcher=ray_cluster", f"hydra.launcher.ray.init.address={address}"],
     }
-    results = {name: _reports(_sweep(tmp_path, name, args)) for name, args in launchers.items()}
+    results = {
+        name: _reports(_sweep(tmp_path, name, args, namespace if name == "ray" else None))
+        for name, args in launchers.items()
+    }
     basic = results["basic"]
     assert len(basic) == 4  # 2 precisions x 2 thread counts, one report each
     axes = sorted(dict(a)["precision"] + "/" + dict(a)["threads"] for a, _ in basic)
