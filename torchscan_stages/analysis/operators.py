@@ -850,9 +850,9 @@ def _lower_bound(result: MetricResult) -> MetricResult:
 def _no_arithmetic(report: FlopReport) -> Diagnostic | None:
     """``empty_work`` when operators ran and the complete total is 0 (a batch of 0 gives it).
 
-    Read off the finished count instead of a second dispatch probe: a probe beside the
-    counter cost up to 1.6x on models of many small layers, and a zero total is the only
-    case where the question arises.
+    Read off the finished count instead of a second dispatch mode beside the counter (which
+    would add a dispatch frame to every operator): a zero total is the only case where the
+    question arises.
     """
     total = report.total
     if total.status != "complete" or total.value != 0:
