@@ -15,7 +15,6 @@ from torchscan_stages.compare.interleave import (
     RatioEstimate,
     latency_verdict,
     ratio_of_locations,
-    ratio_of_medians,
 )
 from torchscan_stages.measure.latency import measure_latency
 from torchscan_stages.render import render_report
@@ -180,10 +179,14 @@ def test_tensor_check_answers_and_infinite_tolerance() -> None:
 def test_ratio_of_medians_paired_bootstrap() -> None:
     base = [1.0, 1.1, 0.9, 1.0, 1.05]
     cand = [2.0, 2.2, 1.8, 2.0, 2.1]  # every round exactly twice the baseline
-    estimate = ratio_of_medians(base, cand, confidence=0.95, resamples=500, paired=True)
+    estimate = ratio_of_locations(
+        base, cand, level=0.5, confidence=0.95, resamples=500, paired=True
+    )
     # medians 1.0 and 2.0 -> 2.0; paired resamples keep each round's 2x -> interval [2, 2]
     assert (estimate.ratio, estimate.low, estimate.high) == pytest.approx((2.0, 2.0, 2.0))
-    floored = ratio_of_medians(base, cand, confidence=0.95, resamples=500, paired=True, floor=0.005)
+    floored = ratio_of_locations(
+        base, cand, level=0.5, confidence=0.95, resamples=500, paired=True, floor=0.005
+    )
     # the floor widens the zero-width interval to 2.0 x (1 -/+ 0.005) = [1.99, 2.01]
     assert (floored.low, floored.high) == pytest.approx((1.99, 2.01))
 
@@ -351,7 +354,7 @@ def test_lower_decile_location_ignores_upper_contamination() -> None:
     # deciles: 1.0 and 1.3 -> 1.3 exactly, the workloads' own ratio
     base = [3.0 if i % 10 < 6 else 1.0 for i in range(100)]
     cand = [b + 0.3 for b in base]
-    median = ratio_of_medians(base, cand, confidence=0.95, resamples=200, paired=True)
+    median = ratio_of_locations(base, cand, level=0.5, confidence=0.95, resamples=200, paired=True)
     assert median.ratio == pytest.approx(1.1)
     estimate = ratio_of_locations(base, cand, confidence=0.95, resamples=500, paired=True)
     assert estimate.ratio == pytest.approx(1.3)

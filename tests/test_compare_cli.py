@@ -6,42 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from torchscan_stages.measure.latency import latency_section
+from latency_reports import BASE, latency_report
+
 from torchscan_stages.provenance import build_provenance
 from torchscan_stages.report import (
     BenchmarkComparison,
-    BenchmarkReport,
     CheckResult,
-    ExecutionRecord,
 )
 
-
-def _report(blocks: list[float], name: str) -> BenchmarkReport:
-    """A saved latency report with given raw block times (seconds per call)."""
-    section, _ = latency_section(
-        blocks,
-        blocks[0],
-        work_units=1,
-        unit="calls",
-        synchronized=False,
-        calls_per_block=10,
-        warmup_calls=5,
-        total_time_s=1.0,
-        noise_threshold=0.05,
-        timer="time.perf_counter",
-        settings={},
-    )
-    return BenchmarkReport(
-        provenance=build_provenance(),
-        name=name,
-        execution=ExecutionRecord(
-            device="cpu", num_threads=1, num_interop_threads=1, grad_enabled=False
-        ),
-        latency=section,
-    )
-
-
-BASE = [0.0100 + 0.00001 * (i % 5) for i in range(20)]  # 10.00-10.04 ms
 SLOW = [1.3 * t for t in BASE]  # every block 30% slower
 
 
@@ -56,8 +28,8 @@ def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_gate_fails_on_confident_slowdown(tmp_path: Path) -> None:
-    base = _report(BASE, "base").save(tmp_path / "base.json")
-    cand = _report(SLOW, "cand").save(tmp_path / "cand.json")
+    base = latency_report(BASE, "base").save(tmp_path / "base.json")
+    cand = latency_report(SLOW, "cand").save(tmp_path / "cand.json")
     result = _run(base, cand, "--max-slowdown", "1.05", "-o", tmp_path / "cmp.json")
     assert result.returncode == 1, result.stderr
     assert "| latency.warmed |" in result.stdout
@@ -68,15 +40,15 @@ def test_gate_fails_on_confident_slowdown(tmp_path: Path) -> None:
 
 
 def test_no_threshold_means_no_verdict_exit(tmp_path: Path) -> None:
-    base = _report(BASE, "base").save(tmp_path / "base.json")
-    cand = _report(SLOW, "cand").save(tmp_path / "cand.json")
+    base = latency_report(BASE, "base").save(tmp_path / "base.json")
+    cand = latency_report(SLOW, "cand").save(tmp_path / "cand.json")
     result = _run(base, cand)
     assert result.returncode == 0, result.stderr
     assert "Gate" not in result.stdout
 
 
 def test_same_speed_passes_the_gate(tmp_path: Path) -> None:
-    base = _report(BASE, "base").save(tmp_path / "base.json")
+    base = latency_report(BASE, "base").save(tmp_path / "base.json")
     result = _run(base, base, "--max-slowdown", "1.05")
     assert result.returncode == 0, result.stdout
     assert "no_difference" in result.stdout

@@ -9,45 +9,18 @@ import math
 from pathlib import Path
 
 import pytest
+from latency_reports import BASE, latency_report
 
 from torchscan_stages.commands.compare import gate, main
-from torchscan_stages.measure.latency import latency_section
 from torchscan_stages.provenance import build_provenance
 from torchscan_stages.report import (
     BenchmarkComparison,
     BenchmarkReport,
     CheckResult,
-    ExecutionRecord,
     MetricResult,
     PerformanceDelta,
 )
 
-
-def _report(blocks: list[float], name: str) -> BenchmarkReport:
-    section, _ = latency_section(
-        blocks,
-        blocks[0],
-        work_units=1,
-        unit="calls",
-        synchronized=False,
-        calls_per_block=10,
-        warmup_calls=5,
-        total_time_s=1.0,
-        noise_threshold=0.05,
-        timer="time.perf_counter",
-        settings={},
-    )
-    return BenchmarkReport(
-        provenance=build_provenance(),
-        name=name,
-        execution=ExecutionRecord(
-            device="cpu", num_threads=1, num_interop_threads=1, grad_enabled=False
-        ),
-        latency=section,
-    )
-
-
-BASE = [0.0100 + 0.00001 * (i % 5) for i in range(20)]  # 10.00-10.04 ms
 SLOW = [3 * t for t in BASE]  # every block 3x slower
 
 
@@ -59,7 +32,7 @@ def _saved(tmp_path: Path, base: BenchmarkReport, cand: BenchmarkReport) -> tupl
 def test_max_slowdown_nan_inf_or_below_one_is_refused(
     tmp_path: Path, threshold: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base, cand = _saved(tmp_path, _report(BASE, "base"), _report(SLOW, "cand"))
+    base, cand = _saved(tmp_path, latency_report(BASE, "base"), latency_report(SLOW, "cand"))
     assert main([str(base), str(cand), f"--max-slowdown={threshold}"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--max-slowdown must be a finite ratio >= 1.0" in err
@@ -68,20 +41,20 @@ def test_max_slowdown_nan_inf_or_below_one_is_refused(
 def test_candidate_with_no_latency_cannot_verify(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cand = _report(SLOW, "cand").model_copy(update={"latency": None})
-    base_path, cand_path = _saved(tmp_path, _report(BASE, "base"), cand)
+    cand = latency_report(SLOW, "cand").model_copy(update={"latency": None})
+    base_path, cand_path = _saved(tmp_path, latency_report(BASE, "base"), cand)
     assert main([str(base_path), str(cand_path), "--max-slowdown", "1.05"]) == 3
     out = capsys.readouterr().out
     assert "**Gate: CANNOT VERIFY**" in out and "Gate: passed" not in out
 
 
 def test_candidate_with_empty_blocks_cannot_verify(tmp_path: Path) -> None:
-    slow = _report(SLOW, "cand")
+    slow = latency_report(SLOW, "cand")
     assert slow.latency is not None
     empty = slow.model_copy(
         update={"latency": slow.latency.model_copy(update={"block_times_s": []})}
     )
-    base_path, cand_path = _saved(tmp_path, _report(BASE, "base"), empty)
+    base_path, cand_path = _saved(tmp_path, latency_report(BASE, "base"), empty)
     assert main([str(base_path), str(cand_path), "--max-slowdown", "1.05"]) == 3
 
 
@@ -139,7 +112,7 @@ def test_noisy_but_decided_slowdown_fails_the_gate(tmp_path: Path) -> None:
     # candidate is every block x3: lower deciles 10 ms and 30 ms -> ratio 3, decided
     noisy = [0.010 if i % 2 else 0.012 for i in range(20)]
     base_path, cand_path = _saved(
-        tmp_path, _report(noisy, "base"), _report([3 * t for t in noisy], "cand")
+        tmp_path, latency_report(noisy, "base"), latency_report([3 * t for t in noisy], "cand")
     )
     assert main([str(base_path), str(cand_path), "--max-slowdown", "1.05"]) == 1
 
@@ -148,7 +121,9 @@ def test_noisy_but_decided_slowdown_fails_the_gate(tmp_path: Path) -> None:
 def test_compare_output_onto_an_input_is_refused(
     tmp_path: Path, flag: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base_path, cand_path = _saved(tmp_path, _report(BASE, "base"), _report(SLOW, "cand"))
+    base_path, cand_path = _saved(
+        tmp_path, latency_report(BASE, "base"), latency_report(SLOW, "cand")
+    )
     before = base_path.read_bytes()
     assert main([str(base_path), str(cand_path), flag, str(base_path)]) == 2
     err = capsys.readouterr().err
@@ -159,13 +134,17 @@ def test_compare_output_onto_an_input_is_refused(
 def test_output_to_a_directory_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base_path, cand_path = _saved(tmp_path, _report(BASE, "base"), _report(SLOW, "cand"))
+    base_path, cand_path = _saved(
+        tmp_path, latency_report(BASE, "base"), latency_report(SLOW, "cand")
+    )
     assert main([str(base_path), str(cand_path), "-o", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
 
 
 def test_gate_markdown_uses_human_units(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base_path, cand_path = _saved(tmp_path, _report(BASE, "base"), _report(SLOW, "cand"))
+    base_path, cand_path = _saved(
+        tmp_path, latency_report(BASE, "base"), latency_report(SLOW, "cand")
+    )
     assert main([str(base_path), str(cand_path), "--max-slowdown", "1.05"]) == 1
     out = capsys.readouterr().out
     # lower decile of BASE: sorted 10.00 (x4), 10.01 (x4) ... -> q(0.1) at h = 1.9 -> 10.0 ms

@@ -243,29 +243,6 @@ def ratio_of_locations(
     )
 
 
-def ratio_of_medians(
-    baseline: Sequence[float],
-    candidate: Sequence[float],
-    *,
-    confidence: float,
-    resamples: int,
-    paired: bool,
-    seed: int = 0,
-    floor: float = 0.0,
-) -> RatioEstimate:
-    """:func:`ratio_of_locations` at the median (level 0.5)."""
-    return ratio_of_locations(
-        baseline,
-        candidate,
-        level=0.5,
-        confidence=confidence,
-        resamples=resamples,
-        paired=paired,
-        seed=seed,
-        floor=floor,
-    )
-
-
 def interval_settled(estimate: RatioEstimate, min_effect: float) -> bool:
     """The adaptive stop: the interval is narrower than the minimum effect (relative width)."""
     return (estimate.high - estimate.low) / estimate.ratio < min_effect

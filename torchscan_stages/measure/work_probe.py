@@ -1,6 +1,7 @@
 """A light dispatch probe that tells whether a call did any work (for ``empty_work``).
 
-The latency and FLOP passes do not track tensors themselves; this probe counts operator calls
+Only the latency pass uses it: it tracks no tensors itself (the memory pass counts outputs in
+its own tracker, the FLOP pass judges its complete total). This probe counts operator calls
 and the elements of the non-view tensors they produce, so a batch of 0 (every operator made
 an empty tensor) is told apart from real work (see :mod:`.lazy`).
 """
