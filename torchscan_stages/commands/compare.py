@@ -28,6 +28,7 @@ from ..report import (
     PerformanceDelta,
     ReportDiff,
     atomic_write_text,
+    check_output_path,
     load_report,
 )
 
@@ -203,14 +204,14 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
         math.isfinite(args.min_effect) and 0.0 <= args.min_effect < 1.0
     ):
         return f"--min-effect must be a finite number in [0, 1) (e.g. 0.05), got {args.min_effect}"
-    inputs = {path.resolve() for path in args.reports}
-    for flag, path in (("--output", args.output), ("--markdown", args.markdown)):
-        if path is None:
-            continue
-        if path.resolve() in inputs:
-            return f"{flag} {path} is one of the input reports; refusing to overwrite it"
-        if path.is_dir():
-            return f"{flag} {path} is a directory; give a file path"
+    for flag, path, example in (
+        ("--output", args.output, "comparison.json"),
+        ("--markdown", args.markdown, "comparison.md"),
+    ):
+        try:  # the one refusal every command shares (report.check_output_path)
+            check_output_path(path, args.reports, example=example)
+        except ValueError as error:
+            return f"{flag}: {error}"
     return None
 
 
