@@ -246,8 +246,9 @@ class _Recorder:
         self.counter: OperatorCounter | None = None
         self.known: dict[int, tuple[nn.Module, str, ModuleHandler | None, bool]] = {}
         named = list(module.named_modules())
-        for _, sub in named:
-            register_for(sub)  # transformers' classes: built-in handlers, lazily
+        if full:  # a structure crawl looks up no handler
+            for _, sub in named:
+                register_for(sub)  # transformers' classes: built-in handlers, lazily
         for path, sub in named:
             handler = lookup_handler(type(sub), custom) if full else None
             is_custom = handler is not None and any(handler is h for h in custom.values())

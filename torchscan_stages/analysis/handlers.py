@@ -127,9 +127,12 @@ def _check_module_type(key: Any, where: str) -> type[nn.Module]:
 
 
 def register_handler(
-    *module_types: type[nn.Module], inclusive: bool = False
+    *module_types: type[nn.Module], inclusive: bool = False, name: str | None = None
 ) -> Callable[[Callback], Callback]:
-    """Decorator registering ``callback`` as the built-in handler of ``module_types``."""
+    """Decorator registering ``callback`` as the built-in handler of ``module_types``.
+
+    ``name`` labels the handler in reports (default: the callback's qualified name).
+    """
     if not module_types:
         raise TypeError("register_handler() needs at least one nn.Module subclass")
     types = [_check_module_type(t, "register_handler") for t in module_types]
@@ -138,7 +141,8 @@ def register_handler(
             raise ValueError(f"register_handler: {module_type.__qualname__} already has a handler")
 
     def register(callback: Callback) -> Callback:
-        handler = ModuleHandler(callback, inclusive=inclusive, name=callback.__qualname__)
+        label = name if name is not None else callback.__qualname__
+        handler = ModuleHandler(callback, inclusive=inclusive, name=label)
         for module_type in types:
             HANDLERS[module_type] = handler
         return callback

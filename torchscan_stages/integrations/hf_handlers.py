@@ -28,7 +28,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..analysis.handlers import HANDLERS, METHOD, SCOPE, CallContext, ModuleHandler
+from ..analysis.handlers import (
+    HANDLERS,
+    METHOD,
+    SCOPE,
+    CallContext,
+    ModuleHandler,
+    register_handler,
+)
 from ..analysis.module_formulas._common import first_tensor, in_out, param_numel, pointwise_rf
 from ..analysis.module_formulas.activation import GELU_TANH_FLOPS
 from ..analysis.module_formulas.linear import linear_cost
@@ -318,9 +325,8 @@ def register_transformers_class(module: nn.Module) -> ModuleHandler | None:
     if found is None or module_type in HANDLERS:
         return HANDLERS.get(module_type)
     family, formula = found
-    handler = ModuleHandler(formula, name=f"hf_handlers.{formula.__name__} ({family})")
-    HANDLERS[module_type] = handler
-    return handler
+    register_handler(module_type, name=f"hf_handlers.{formula.__name__} ({family})")(formula)
+    return HANDLERS[module_type]
 
 
 __all__ = ["ACTIVATION_FLOPS", "family_of", "register_transformers_class"]

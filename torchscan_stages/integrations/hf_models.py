@@ -13,8 +13,6 @@ from typing import Any
 import torch
 from torch import nn
 
-AUTO_CLASSES = ("AutoModel", "AutoModelForCausalLM", "AutoModelForSeq2SeqLM")
-
 
 def _transformers() -> Any:
     try:
@@ -67,7 +65,7 @@ def build_hf_model(
     factory = _named(transformers, model_class, "model_class")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        if model_class in AUTO_CLASSES or model_class.startswith("Auto"):
+        if model_class.startswith("Auto"):  # AutoModel, AutoModelForCausalLM, ...
             model = factory.from_config(hf_config)
         else:
             model = factory(hf_config)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._registry import arg, convention, numel, register_formula, shape
+from ._registry import arg, convention, register_formula, shape
+from .reductions import per_input_element
 
 convention(
     "sorting",
@@ -48,11 +49,7 @@ def _msort(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
     return sort_flops(shape(args[0]), 0)
 
 
-def _per_input_element(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
-    """topk(self, k, ...), histc(self, ...), bincount(self, ...): 1 per element of self."""
-    return numel(args[0]) if args else numel(kwargs.get("self"))
-
-
 register_formula(_sort, "sort", "argsort")
 register_formula(_msort, "msort")
-register_formula(_per_input_element, "topk", "histc", "bincount")
+# topk(self, k, ...), histc(self, ...), bincount(self, ...): 1 per element of self
+register_formula(per_input_element(1), "topk", "histc", "bincount")
