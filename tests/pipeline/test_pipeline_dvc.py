@@ -19,7 +19,7 @@ from types import ModuleType
 
 import pytest
 import yaml
-from dvc_env import dvc_env
+from pipeline_children import dvc_env
 
 from torchscan_stages.report import FlopReport, load_report
 from torchscan_stages.stages.render import ORDER as REPORTS

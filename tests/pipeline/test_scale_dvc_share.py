@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from dvc_env import dvc_env
+from pipeline_children import dvc_env
 
 pytestmark = pytest.mark.slow
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dvc_env import dvc_env
+from pipeline_children import dvc_env
 
 pytestmark = pytest.mark.slow
 
