@@ -919,13 +919,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
         raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(target.parent))
     target.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp_name = _write_temporary(target, text)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600; honour the umask instead
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
         os.replace(tmp_name, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -933,6 +928,26 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
         raise
     _clean_stale_temporaries(target, started, os.path.basename(tmp_name))
     return target
+
+
+def _write_temporary(target: Path, text: str) -> str:
+    """Write ``text`` to a new ``.NAME.XXXXXXXX.tmp`` beside ``target``, synced; its path.
+
+    The caller renames it over ``target``. On any failure the temporary is removed. Also
+    the first phase of the pipeline runner's all-or-nothing write of a stage's outputs.
+    """
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600; honour the umask instead
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    return tmp_name
 
 
 def _same_file(source: object, target: Path) -> bool:

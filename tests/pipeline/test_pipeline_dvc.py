@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import signal
 import subprocess
@@ -20,8 +19,10 @@ from types import ModuleType
 
 import pytest
 import yaml
+from pipeline_children import dvc_env
 
 from torchscan_stages.report import FlopReport, load_report
+from torchscan_stages.stages.render import ORDER as REPORTS
 
 pytestmark = pytest.mark.slow
 
@@ -47,35 +48,7 @@ def _chromium() -> ModuleType:
     return _by_path("_render_chromium", ROOT / "tests" / "render" / "chromium.py")
 
 
-BIN = Path(sys.executable).parent
 MEASUREMENTS = {"crawl", "flops", "memory", "latency", "rss", "profile", "compare", "predict"}
-REPORTS = (
-    "crawl",
-    "flops",
-    "memory",
-    "latency",
-    "rss",
-    "profile",
-    "compare",
-    "compare_diff",
-    "predict",
-)
-
-
-def _env(extra_path: Path | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "TORCHSCAN_"))}
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    env.update(
-        GIT_AUTHOR_NAME="t",
-        GIT_AUTHOR_EMAIL="t@localhost",
-        GIT_COMMITTER_NAME="t",
-        GIT_COMMITTER_EMAIL="t@localhost",
-        DVC_NO_ANALYTICS="1",
-    )
-    env.pop("PYTHONPATH", None)
-    if extra_path is not None:
-        env["PYTHONPATH"] = str(extra_path)
-    return env
 
 
 def _sh(
@@ -86,7 +59,7 @@ def _sh(
     timeout: float = 600,
 ) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        list(cmd), cwd=repo, env=env or _env(), capture_output=True, text=True, timeout=timeout
+        list(cmd), cwd=repo, env=env or dvc_env(), capture_output=True, text=True, timeout=timeout
     )
     if check and result.returncode != 0:
         raise AssertionError(
@@ -310,7 +283,7 @@ def test_changed_environment_reruns_every_measurement(repo: Path, tmp_path: Path
     meta = fake / "torch-99.0.0.dist-info"
     meta.mkdir(parents=True)
     (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 99.0.0\n")
-    env = _env(extra_path=fake)
+    env = dvc_env(extra_path=fake)
     assert _repro(repo, env=env) == {"env", "render"} | MEASUREMENTS
     report = load_report(repo / "reports" / "memory.json")
     assert report.provenance.torch_version == "99.0.0"
@@ -343,7 +316,7 @@ def test_bad_config_fails_with_one_line_and_keeps_outputs(
     original = (repo / "params.yaml").read_text()
     _set_params(repo, **edit)
     try:
-        env = {**_env(), "DVC_STAGE": stage}
+        env = {**dvc_env(), "DVC_STAGE": stage}
         direct = _sh(repo, "python", "-m", f"torchscan_stages.stages.{stage}", env=env, check=False)
         assert direct.returncode == 2
         assert direct.stderr.count("\n") == 1 and expected in direct.stderr, direct.stderr
@@ -360,7 +333,7 @@ def test_sigkill_mid_stage_never_leaves_a_truncated_report(repo: Path) -> None:
     good = (repo / "reports" / "latency.json").read_bytes()
     _set_params(repo, **{"latency.min_run_time": 30.0, "latency.max_run_time": 30.0})
     try:
-        env = {**_env(), "DVC_STAGE": "latency"}
+        env = {**dvc_env(), "DVC_STAGE": "latency"}
         process = subprocess.Popen(
             ["python", "-m", "torchscan_stages.stages.latency"],
             cwd=repo,

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pipeline_children import crawl_sweep
 
 from torchscan_stages.report import BenchmarkReport, load_report
 
@@ -65,14 +66,7 @@ def test_multirun_writes_a_report_per_job_and_summarises_only_that_sweep(
 )
 def test_sweep_through_launcher_plugins(tmp_path: Path, launcher: list[str]) -> None:
     sweep_dir = tmp_path / "sweep"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
-    result = subprocess.run(
-        [
-            sys.executable, "-m", "torchscan_stages.stages.crawl", "-m", *launcher,
-            "threads=1,2", f"hydra.sweep.dir={sweep_dir}",
-        ],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    result = crawl_sweep(sweep_dir, *launcher, "threads=1,2")
     assert result.returncode == 0, result.stderr[-2000:]
     reports = sorted(sweep_dir.glob("[0-9]/reports/crawl.json"))
     assert [load_report(path).kind for path in reports] == ["analysis", "analysis"]

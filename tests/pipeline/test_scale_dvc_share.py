@@ -12,31 +12,20 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from pipeline_children import dvc_env
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "TORCHSCAN_"))}
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost", DVC_NO_ANALYTICS="1")
-    env.update(GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@localhost")
-    env.pop("PYTHONPATH", None)
-    return env
 
 
 def _sh(cwd: Path, *cmd: str) -> str:
     result = subprocess.run(
-        list(cmd), cwd=cwd, env=_env(), capture_output=True, text=True, timeout=600
+        list(cmd), cwd=cwd, env=dvc_env(), capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, f"{cmd} ({result.returncode}):\n{result.stdout}\n{result.stderr}"
     return result.stdout + result.stderr
@@ -64,7 +53,7 @@ def _experiments(repo: Path) -> dict[str, dict[str, object]]:
 
 def _sh_json(repo: Path) -> list[dict[str, object]]:
     result = subprocess.run(
-        ["dvc", "exp", "show", "--json"], cwd=repo, env=_env(), capture_output=True,
+        ["dvc", "exp", "show", "--json"], cwd=repo, env=dvc_env(), capture_output=True,
         text=True, timeout=300, check=True,
     )  # fmt: skip
     return list(json.loads(result.stdout))

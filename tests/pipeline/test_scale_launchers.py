@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pipeline_children import dvc_env
 
 pytestmark = pytest.mark.slow
 
@@ -167,18 +168,9 @@ def test_a_2x2_grid_gives_the_same_reports_through_every_launcher(
         assert found == basic, name  # same jobs, same figures, same statuses
 
 
-def _dvc_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "TORCHSCAN_"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost", DVC_NO_ANALYTICS="1")
-    env.update(GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@localhost")
-    env.pop("PYTHONPATH", None)
-    return env
-
-
 def _run(cwd: Path, *cmd: str) -> str:
     done = subprocess.run(
-        list(cmd), cwd=cwd, env=_dvc_env(), capture_output=True, text=True, timeout=600
+        list(cmd), cwd=cwd, env=dvc_env(), capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, f"{cmd}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     return done.stdout

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from pipeline_children import crawl_sweep
 
 from torchscan_stages.report import load_report
 
@@ -26,14 +24,7 @@ def test_a_job_that_fails_mid_sweep_shows_as_failed_and_the_others_complete(
     tmp_path: Path, launcher: list[str]
 ) -> None:
     sweep_dir = tmp_path / "sweep"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
-    result = subprocess.run(
-        [
-            sys.executable, "-m", "torchscan_stages.stages.crawl", "-m", *launcher,
-            "crawl.mode=full,bogus,structure", f"hydra.sweep.dir={sweep_dir}",
-        ],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    result = crawl_sweep(sweep_dir, *launcher, "crawl.mode=full,bogus,structure")
     assert result.returncode != 0  # the sweep as a whole reports the failure
     summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
     jobs = {row["job"]: row for row in summary["jobs"]}

@@ -15,13 +15,13 @@ if TYPE_CHECKING:
     from ..report import MetricResult
 
 
-def figure(label: str, result: MetricResult | None, unit: str | None = None) -> str:
+def figure(label: str, result: MetricResult | None) -> str:
     """``warmed median 1.23 ms (complete)``; a lower bound shows ``≥``, nothing shows ``—``."""
     from ..render.format import metric_cell
 
     if result is None:
         return f"{label} — (not measured)"
-    return f"{label} {metric_cell(result, unit=unit, brief=True).text} ({result.status})"
+    return f"{label} {metric_cell(result, brief=True).text} ({result.status})"
 
 
 def result_line(stage: str, headline: Sequence[str], written: Sequence[Path]) -> str:

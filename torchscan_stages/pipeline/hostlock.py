@@ -66,7 +66,11 @@ def lock_folder() -> Path | None:
     value = os.environ.get(LOCK_ENV, "")
     if value.lower() == "off":
         return None
-    return Path(value) if value else Path(tempfile.gettempdir()) / "torchscan_stages-timing"
+    return Path(value) if value else _default_folder()
+
+
+def _default_folder() -> Path:
+    return Path(tempfile.gettempdir()) / "torchscan_stages-timing"
 
 
 def _alive(pid: int) -> bool:
@@ -101,7 +105,7 @@ def timing_slot(stage: str) -> Iterator[HostShare | None]:
         yield None
         return
     configured = lock_folder()
-    folder = configured or Path(tempfile.gettempdir()) / "torchscan_stages-timing"
+    folder = configured or _default_folder()  # off: still counted, in the default folder
     folder.mkdir(parents=True, exist_ok=True)
     presence = folder / f"job-{os.getpid()}"
     presence.write_text(stage, encoding="utf-8")

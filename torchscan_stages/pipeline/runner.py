@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,19 +82,13 @@ def commit_outputs(pending: dict[Path, str]) -> list[Path]:
     If any temporary file cannot be written (an unwritable ``metrics/``, a full disk),
     nothing is renamed and every earlier output stays as it was.
     """
+    from ..report import _write_temporary  # atomic_write_text's first phase, for every file
+
     staged: list[tuple[str, Path]] = []
-    mask = os.umask(0)
-    os.umask(mask)
     try:
         for path, text in pending.items():
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            staged.append((tmp, path))
-            os.fchmod(fd, 0o666 & ~mask)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
+            staged.append((_write_temporary(path, text), path))
     except BaseException:
         for tmp, _ in staged:
             with contextlib.suppress(OSError):

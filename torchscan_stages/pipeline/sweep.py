@@ -104,7 +104,7 @@ def _job_row(job_dir: Path, root: Path, *, listed: bool = False) -> dict[str, An
     except ValueError:  # a job folder outside the summary's folder
         name = job_dir.as_posix()
     row: dict[str, Any] = {"job": name}
-    overrides = _read_json_yaml(job_dir / ".hydra" / "overrides.yaml")
+    overrides = _read_overrides(job_dir / ".hydra" / "overrides.yaml")
     if overrides is not None:
         row["overrides"] = overrides
         row["axes"] = _axes(overrides)
@@ -132,7 +132,8 @@ def _job_row(job_dir: Path, root: Path, *, listed: bool = False) -> dict[str, An
     return row
 
 
-def _read_json_yaml(path: Path) -> list[str] | None:
+def _read_overrides(path: Path) -> list[str] | None:
+    """A job's ``.hydra/overrides.yaml`` (a YAML list); ``None`` when it has none."""
     if not path.exists():
         return None
     import yaml

@@ -152,6 +152,11 @@ class BuiltWorkload:
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
 
+def workload_name(cfg: PipelineConfig, precision: PrecisionConfig | None = None) -> str:
+    """A configured workload's report name: ``MODEL-INPUT-PRECISION``."""
+    return f"{cfg.model.name}-{cfg.input.name}-{(precision or cfg.precision).name}"
+
+
 def _split_inputs(value: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Positional inputs (a tuple, or one value) or keyword inputs (a dict, e.g. HF's)."""
     if isinstance(value, dict):
@@ -235,7 +240,7 @@ def build_workload(
         with grad, amp:
             return called(*moved, **moved_kwargs)
 
-    name = f"{cfg.model.name}-{cfg.input.name}-{precision.name}"
+    name = workload_name(cfg, precision)
     if candidate is not None:
         name = f"{name}+{candidate.name}"
     return BuiltWorkload(

@@ -20,7 +20,7 @@ from ..report import (
 )
 from .common import reason_for
 from .format import Cell, describe_value, metric_cell, percent, thousands
-from .svg import Bar, bar_chart
+from .svg import Bar, bar_chart, metric_bar
 
 OPEN_DEPTH = 2  # tree levels shown expanded by default
 TOP_N = 10
@@ -211,7 +211,7 @@ def _grouped_bars(
             sums.append((name, total))
     sums.sort(key=lambda item: -(item[1].known_value or 0))
     head, tail = sums[:TOP_N], sums[TOP_N:]
-    bars = [_bar(name, total) for name, total in head]
+    bars = [metric_bar(name, total) for name, total in head]
     if tail:
         known = sum(t.known_value or 0 for _, t in tail)
         status = "complete" if all(t.status == "complete" for _, t in tail) else "partial"
@@ -224,19 +224,8 @@ def _grouped_bars(
             scope=first.scope,
             method=first.method,
         )
-        bars.append(_bar(f"{len(tail)} other {unit_label}", other))
+        bars.append(metric_bar(f"{len(tail)} other {unit_label}", other))
     return bars, missing
-
-
-def _bar(label: str, result: MetricResult) -> Bar:
-    cell = metric_cell(result)
-    return Bar(
-        label=label,
-        value=float(result.known_value or 0),
-        status=result.status,
-        text=cell.text,
-        title=cell.title,
-    )
 
 
 @dataclass(slots=True)
@@ -264,7 +253,8 @@ def analysis_charts(report: AnalysisReport) -> list[Chart]:
         ranked = [layer for layer in counted if layer.metrics.module_flops.status != "unavailable"]
         ranked.sort(key=lambda layer: -(layer.metrics.module_flops.known_value or 0))
         top = [
-            _bar(layer.path or layer.type, layer.metrics.module_flops) for layer in ranked[:TOP_N]
+            metric_bar(layer.path or layer.type, layer.metrics.module_flops)
+            for layer in ranked[:TOP_N]
         ]
         charts.append(
             Chart(
@@ -389,7 +379,7 @@ def flops_view(report: FlopReport) -> FlopsView:
         for name, count in ranked
     ]
     bars = [
-        _bar(name, count.flops)
+        metric_bar(name, count.flops)
         for name, count in ranked[:12]
         if count.flops.status != "unavailable" and (count.flops.known_value or 0) > 0
     ]

@@ -29,7 +29,7 @@ from .format import (
     seconds,
     thousands,
 )
-from .svg import Bar, bar_chart, latency_plot
+from .svg import bar_chart, latency_plot, metric_bar
 
 
 @dataclass(slots=True)
@@ -62,11 +62,6 @@ def _total(report: BenchmarkReport, label: str, metric: str, result: MetricResul
     if result.status != "complete":
         reason = reason_for(report.diagnostics, metric) or "see diagnostics"
     return TotalView(label, metric_cell(result, reason=reason), result.status, reason)
-
-
-def _bar(label: str, result: MetricResult) -> Bar:
-    cell = metric_cell(result)
-    return Bar(label, float(result.known_value or 0), result.status, cell.text, cell.title)
 
 
 def _config(report: BenchmarkReport) -> dict[str, Any]:
@@ -186,7 +181,7 @@ def _memory_parts(report: BenchmarkReport) -> dict[str, Any]:
         if result.status != "complete":
             reason = reason_for(report.diagnostics, result.scope) or "see diagnostics"
         rows.append((result.scope, result.method, metric_cell(result, reason=reason)))
-    bars = [_bar(r.scope, r) for r in mem.results if r.status != "unavailable"]
+    bars = [metric_bar(r.scope, r) for r in mem.results if r.status != "unavailable"]
     missing = [r.scope for r in mem.results if r.status == "unavailable"]
     chart = None
     if bars or missing:
@@ -208,7 +203,7 @@ def _rss_parts(report: BenchmarkReport) -> dict[str, Any]:
     ]
     if r.method_detail:
         info.append(("method", humanize_text(r.method_detail)))
-    bars = [_bar(p.name, p.peak_rss) for p in r.phases if p.peak_rss.status != "unavailable"]
+    bars = [metric_bar(p.name, p.peak_rss) for p in r.phases if p.peak_rss.status != "unavailable"]
     missing = [p.name for p in r.phases if p.peak_rss.status == "unavailable"]
     return {
         "rss": [_total(report, "Peak RSS (fresh child process)", "peak_rss", r.peak)],

@@ -10,7 +10,7 @@ from ..report import MetricResult, PredictionReport
 from .analysis_view import TotalView
 from .common import reason_for
 from .format import DASH, Cell, iec_bytes, metric_cell, percent
-from .svg import Bar, bar_chart
+from .svg import bar_chart, metric_bar
 
 MODULE_ROWS = 25
 _CATEGORY_LABEL = {
@@ -37,11 +37,6 @@ class PredictionView:
     settings: list[tuple[str, str]]
 
 
-def _bar(label: str, result: MetricResult) -> Bar:
-    cell = metric_cell(result)
-    return Bar(label, float(result.known_value or 0), result.status, cell.text, cell.title)
-
-
 def _share(result: MetricResult, whole: float) -> str:
     return percent(float(result.known_value), whole) if result.known_value is not None else DASH
 
@@ -61,7 +56,7 @@ def prediction_view(report: PredictionReport) -> PredictionView:
         for name, result in report.by_category.items()
     ]
     bars = [
-        _bar(_CATEGORY_LABEL.get(name, name).split(" (")[0], result)
+        metric_bar(_CATEGORY_LABEL.get(name, name).split(" (")[0], result)
         for name, result in report.by_category.items()
         if (result.known_value or 0) > 0
     ]

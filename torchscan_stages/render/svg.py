@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from markupsafe import Markup, escape
 
 from ..measure.stats import quantile
-from ..report import LatencyStats, Status
-from .format import seconds
+from ..report import LatencyStats, MetricResult, Status
+from .format import metric_cell, seconds
 
 _LABEL_CHARS = 30
 
@@ -29,6 +29,12 @@ class Bar:
     status: Status
     text: str
     title: str
+
+
+def metric_bar(label: str, result: MetricResult) -> Bar:
+    """The bar of one MetricResult, labelled and titled as its table cell."""
+    cell = metric_cell(result)
+    return Bar(label, float(result.known_value or 0), result.status, cell.text, cell.title)
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,10 +67,11 @@ def step_workload(ctx: StageContext) -> Any:
 
 
 def run(ctx: StageContext) -> None:
+    from ..pipeline.workload import workload_name
     from ..predict import predict_peak_memory
 
     settings = ctx.config.predict
-    name = f"{ctx.config.model.name}-{ctx.config.input.name}-{ctx.config.precision.name}"
+    name = workload_name(ctx.config)
     report = predict_peak_memory(
         step_workload(ctx),
         device=settings.device,

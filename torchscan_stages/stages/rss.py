@@ -68,10 +68,10 @@ def config_file(ctx: StageContext) -> Iterator[Path]:
 
 def run(ctx: StageContext) -> None:
     from ..measure.rss import measure_peak_rss
-    from ..pipeline.workload import resolve_device
+    from ..pipeline.workload import resolve_device, workload_name
 
     resolve_device(ctx.config.device)  # an absent device fails here, before the child runs
-    name = f"{ctx.config.model.name}-{ctx.config.input.name}-{ctx.config.precision.name}"
+    name = workload_name(ctx.config)
     with config_file(ctx) as path:
         report = measure_peak_rss(child_command(path), timeout=ctx.config.rss.timeout, name=name)
     record_execution(report, ctx.config.precision)
