@@ -1,7 +1,8 @@
 """Predict a 70B Llama-shaped training step on fake tensors: wall time and peak RSS.
 
-Run: ``.venv/bin/python benchmarks/bench_predict.py``. The prediction (fp32 master weights,
-bf16 autocast, AdamW, batch 1, sequence 2048, CUDA allocator model) runs in a fresh child
+Run: ``.venv/bin/python benchmarks/bench_predict.py``. The prediction (bf16 weights and
+gradients, fp32 master weights and AdamW moments, batch 1, sequence 2048, CUDA allocator
+model; ``tests/predict/predict_models.mixed_precision_step``) runs in a fresh child
 process so its peak RSS is its own, measured by ``measure_peak_rss`` (imports included);
 the child writes its own wall time of the prediction and the predicted peak. The issue's
 budget on the 2-core development machine: under 30 s and under 1 GiB peak RSS.
@@ -18,20 +19,14 @@ CHILD = """
 import sys, time
 sys.path.insert(0, {tests!r})
 import torch
-from predict_models import LLAMA_70B as S, Decoder
+from predict_models import LLAMA_70B as S, mixed_precision_step
 from torchscan_stages import predict_peak_memory
 
 torch.set_num_threads(1)
 
 
 def step():
-    model = Decoder(S)
-    optimizer = torch.optim.AdamW(model.parameters())
-    tokens = torch.randint(0, S.vocab, (1, 2048))
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        loss = model(tokens).float().pow(2).mean()
-    loss.backward()
-    optimizer.step()
+    mixed_precision_step(S, batch=1, tokens=2048)
 
 
 start = time.perf_counter()

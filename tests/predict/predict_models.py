@@ -103,3 +103,32 @@ def decoder_parameters(s: DecoderShape) -> int:
     kv = s.kv_heads * (s.dim // s.heads)
     per_layer = 2 * s.dim * s.dim + 2 * s.dim * kv + 3 * s.dim * s.hidden + 2 * s.dim
     return 2 * s.vocab * s.dim + s.layers * per_layer + s.dim
+
+
+def built_in(dtype: torch.dtype, s: DecoderShape) -> Decoder:
+    """The decoder built in ``dtype`` (fake modules cannot be cast after building)."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        return Decoder(s)
+    finally:
+        torch.set_default_dtype(before)
+
+
+def mixed_precision_step(s: DecoderShape, batch: int, tokens: int) -> None:
+    """One training step as large-model trainers run it: bf16 weights and gradients, fp32
+    master copies that AdamW updates (its moments fp32 too), the bf16 gradients copied into
+    fp32 master gradients and freed before the step, the new weights copied back."""
+    model = built_in(torch.bfloat16, s)
+    masters = [p.detach().float().requires_grad_() for p in model.parameters()]
+    optimizer = torch.optim.AdamW(masters)
+    ids = torch.randint(0, s.vocab, (batch, tokens))
+    model(ids).float().pow(2).mean().backward()
+    with torch.no_grad():
+        for master, weight in zip(masters, model.parameters(), strict=True):
+            master.grad = weight.grad.float()  # type: ignore[union-attr]
+            weight.grad = None
+    optimizer.step()
+    with torch.no_grad():
+        for master, weight in zip(masters, model.parameters(), strict=True):
+            weight.copy_(master)

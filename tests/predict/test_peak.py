@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import torch
-from predict_models import SMALL, Decoder
+from predict_models import SMALL, Decoder, built_in, mixed_precision_step
 from torch import nn
 
 from torchscan_stages.measure.memory import measure_peak_memory
@@ -330,16 +330,7 @@ def test_cast_precision_matches_measured_cpu_peak() -> None:
         model(tokens).float().pow(2).mean().backward()
         optimizer.step()
 
-    def built_in_bf16() -> None:
-        before = torch.get_default_dtype()
-        torch.set_default_dtype(torch.bfloat16)
-        try:
-            model = Decoder(SMALL)
-        finally:
-            torch.set_default_dtype(before)
-        step(model)
-
-    predicted = predict_peak_memory(built_in_bf16, device="cpu")
+    predicted = predict_peak_memory(lambda: step(built_in(torch.bfloat16, SMALL)), device="cpu")
     measured = measure_peak_memory(lambda: step(Decoder(SMALL).to(torch.bfloat16)))
     result = measured.memory.results[0]  # type: ignore[union-attr]
     from predict_models import decoder_parameters
@@ -352,9 +343,56 @@ def test_cast_precision_matches_measured_cpu_peak() -> None:
     assert abs(predicted.peak.value - result.value) <= 0.05 * result.value  # type: ignore[operator]
 
 
+def _master_weight_step() -> None:
+    mixed_precision_step(SMALL, batch=2, tokens=32)
+
+
+def test_master_weights_are_optimizer_state_and_match_the_measured_peak() -> None:
+    from predict_models import decoder_parameters
+
+    n = decoder_parameters(SMALL)
+    predicted = predict_peak_memory(_master_weight_step, device="cpu")
+    measured = measure_peak_memory(_master_weight_step)
+    result = measured.memory.results[0]  # type: ignore[union-attr]
+    parts = _values(predicted.by_category)
+    assert predicted.phase_at_peak == "optimizer_step"
+    # bf16 weights: 2 bytes each; at the step the bf16 gradients are gone and the fp32
+    # master gradients (4 bytes each) remain
+    assert parts["parameters"] == 2 * n
+    assert parts["gradients"] == 4 * n
+    # fp32 master weights 4N + AdamW's exp_avg and exp_avg_sq 8N, plus the step counters
+    # (one 4-byte fp32 scalar per master tensor on the CPU)
+    masters = len(list(Decoder(SMALL).parameters()))
+    assert parts["optimizer_state"] == 12 * n + 4 * masters
+    assert any(d.code == "master_weights" for d in predicted.diagnostics)
+    # stated tolerance: 5 % of the measured tracked-tensor peak
+    assert abs(predicted.peak.value - result.value) <= 0.05 * result.value  # type: ignore[operator]
+
+
 def test_converting_a_fake_module_gets_a_clear_error() -> None:
     def workload() -> None:
         nn.Linear(4, 4).to(torch.bfloat16)
 
     with pytest.raises(RuntimeError, match="Build the model in its final dtype and device"):
         predict_peak_memory(workload)
+
+
+def test_dropping_a_gradient_right_after_the_peak_is_classified_safely() -> None:
+    """``weight.grad = None`` frees the gradient inside torch's setter; the peak is classified
+    in that free callback, where reading ``.grad`` crashed the interpreter (segfault)."""
+
+    def workload() -> None:
+        layer = nn.Linear(64, 64, bias=False)
+        layer(torch.ones(1, 64)).sum().backward()
+        temporary = torch.empty(1024)  # new peak, pending until the next free
+        layer.weight.grad = None
+        del temporary
+
+    report = predict_peak_memory(workload, device="cpu")
+    parts = _values(report.by_category)
+    # the peak: weight 64*64*4 = 16,384 B, its gradient 16,384 B, and the 1024-float
+    # tensor made outside any phase, 4,096 B (the backward's temporaries are freed before)
+    assert parts["parameters"] == 16_384
+    assert parts["gradients"] == 16_384
+    assert parts["other"] == 4_096
+    assert report.peak.value == 16_384 + 16_384 + 4_096

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-from predict_models import LLAMA_70B, SMALL, Decoder, decoder_parameters
+from predict_models import LLAMA_70B, SMALL, Decoder, decoder_parameters, mixed_precision_step
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from torchscan_stages import crawl_module, measure_flops
@@ -133,24 +133,19 @@ def test_llama_70b_counts_and_predicted_step_on_shapes_alone() -> None:
     assert flops.product_flops is not None and flops.product_flops.value == expected
     assert any(d.code == "ran_without_data" for d in flops.diagnostics)
 
-    def step() -> None:
-        decoder = Decoder(s)  # fp32 master weights
-        optimizer = torch.optim.AdamW(decoder.parameters())
-        ids = torch.randint(0, s.vocab, (1, T))
-        with torch.autocast("cpu", dtype=torch.bfloat16):  # bf16 compute
-            loss = decoder(ids).float().pow(2).mean()
-        loss.backward()
-        optimizer.step()
+    def step() -> None:  # bf16 weights and gradients, fp32 masters and AdamW moments
+        mixed_precision_step(s, batch=1, tokens=T)
 
     report = predict_peak_memory(step, device="cuda")
     parts = {name: r.value for name, r in report.by_category.items()}
     n = decoder_parameters(s)
     # every tensor of this shape is a multiple of 512 bytes, so the blocks add no rounding:
-    # fp32 weights 4N, fp32 gradients 4N, AdamW's fp32 exp_avg + exp_avg_sq 8N
-    # (its step counters stay on the host: 0 bytes)
-    assert parts["parameters"] == 4 * n == 282_214_825_984
+    # bf16 weights 2N; at the step the bf16 gradients are freed and the fp32 master
+    # gradients 4N remain; optimizer state = fp32 master weights 4N + AdamW's fp32 exp_avg
+    # and exp_avg_sq 8N = 12N (its step counters stay on the host: 0 bytes)
+    assert parts["parameters"] == 2 * n == 141_107_412_992
     assert parts["gradients"] == 4 * n
-    assert parts["optimizer_state"] == 8 * n
+    assert parts["optimizer_state"] == 12 * n
     assert report.phase_at_peak == "optimizer_step"
     assert report.peak.status == "complete"
-    assert report.peak.value > 16 * n  # plus the step's temporaries
+    assert report.peak.value > 18 * n  # plus the step's temporaries

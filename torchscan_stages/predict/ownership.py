@@ -33,6 +33,7 @@ class Owned:
     category: dict[int, str] = field(default_factory=dict)
     owner: dict[int, Any] = field(default_factory=dict)  # module object or "optimizer"
     host_only: set[int] = field(default_factory=set)  # optimizer step counters on the host
+    masters: set[int] = field(default_factory=set)  # optimizer-updated tensors no module owns
 
 
 def _key(tensor: Any) -> int | None:
@@ -107,22 +108,51 @@ class Ownership:
         self.labels.clear()
         self.in_step = 0
 
-    def snapshot(self, *, host_step_counters: bool) -> Owned:
+    def grad_owners(self) -> dict[int, Any]:
+        """Storage key -> owner (module, or "optimizer" for a master copy) of each gradient.
+
+        Read only at a safe moment (inside an operator, or in a hook): a storage-free
+        callback can fire while a ``.grad`` setter tears the old gradient down, and reading
+        that ``.grad`` then crashes the interpreter.
+        """
+        owners: dict[int, Any] = {}
+        weights: set[int] = set()
+        for module in list(self._modules):
+            for param in module._parameters.values():
+                if param is None:
+                    continue
+                weights.add(id(param))
+                key = _key(param.grad)
+                if key is not None:
+                    owners.setdefault(key, module)
+        for optimizer in list(self._optimizers):
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    key = _key(param.grad) if id(param) not in weights else None
+                    if key is not None:
+                        owners.setdefault(key, "optimizer")
+        return owners
+
+    def snapshot(self, *, host_step_counters: bool, grads: dict[int, Any] | None = None) -> Owned:
         """Current owners of parameter, buffer, gradient and optimizer-state storages.
 
         ``host_step_counters``: an optimizer's scalar ``step`` tensors live in host memory on
         an accelerator unless the group is ``capturable`` or ``fused``; when the prediction
-        models an accelerator from CPU fake tensors they are marked host-only.
+        models an accelerator from CPU fake tensors they are marked host-only. ``grads``:
+        :meth:`grad_owners` read earlier, for a snapshot taken inside a free callback.
         """
         owned = Owned()
         for module in list(self._modules):
             for param in module._parameters.values():
                 self._mark(owned, param, "parameters", module)
-                if param is not None:
-                    self._mark(owned, param.grad, "gradients", module)
             for buffer in module._buffers.values():
                 self._mark(owned, buffer, "buffers", module)
+        for grad_key, owner in (self.grad_owners() if grads is None else grads).items():
+            if grad_key not in owned.category:
+                owned.category[grad_key] = "gradients"
+                owned.owner[grad_key] = owner
         for optimizer in list(self._optimizers):
+            self._mark_masters(owned, optimizer)
             host = self._host_steps(optimizer) if host_step_counters else set()
             for owner_param, state in optimizer.state.items():
                 for name, tensor in state.items():
@@ -134,6 +164,22 @@ class Ownership:
                     if name == "step" and id(owner_param) in host:
                         owned.host_only.add(key)
         return owned
+
+    @staticmethod
+    def _mark_masters(owned: Owned, optimizer: torch.optim.Optimizer) -> None:
+        """Tensors the optimizer updates that no module owns: master copies (mixed precision).
+
+        They count as optimizer state, as in the ZeRO paper's 16 bytes per parameter (bf16
+        weights and gradients, fp32 master weights and Adam moments); their ``.grad`` is
+        among the gradients. Module parameters were marked first and keep their category.
+        """
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                key = _key(param)
+                if key is not None and key not in owned.category:
+                    owned.category[key] = "optimizer_state"
+                    owned.owner[key] = "optimizer"
+                    owned.masters.add(key)
 
     @staticmethod
     def _host_steps(optimizer: torch.optim.Optimizer) -> set[int]:

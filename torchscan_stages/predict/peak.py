@@ -135,6 +135,17 @@ def _diagnostics_of(tracker: PeakTracker, allocator: AllocatorModel) -> list[Dia
                 "model and inputs inside the workload to count them",
             )
         )
+    if tracker.snapshot.master_bytes:
+        found.append(
+            Diagnostic(
+                code="master_weights",
+                severity="info",
+                metric="optimizer_state",
+                message=f"{tracker.snapshot.master_bytes:,} bytes at the peak are tensors the "
+                "optimizer updates that no module owns (master copies of the weights); they "
+                "are counted as optimizer_state and their .grad as gradients",
+            )
+        )
     if allocator.device_type == "cuda" and not tracker.device_only:
         found.append(
             Diagnostic(

@@ -44,6 +44,7 @@ class PeakSnapshot:
     by_module: dict[str, int] = field(default_factory=dict)
     phase: str | None = None
     module: str | None = None
+    master_bytes: int = 0  # optimizer_state bytes that are master copies of the weights
 
 
 class PeakTracker(TorchDispatchMode):
@@ -72,6 +73,7 @@ class PeakTracker(TorchDispatchMode):
         self._pending = False
         self._peak_phase: str | None = None
         self._peak_module: str | None = None
+        self._grads_at_peak: dict[int, Any] = {}
         self.snapshot = PeakSnapshot()
 
     # ------------------------------------------------------------------ phase and owner
@@ -88,7 +90,7 @@ class PeakTracker(TorchDispatchMode):
         if entry is None or entry.ref is not reference:
             return
         if self._pending:
-            self._classify()
+            self._classify(grads=self._grads_at_peak)
         del self._live[key]
         self.ownership.labels.pop(key, None)
         self._provisional_host.discard(key)
@@ -156,6 +158,7 @@ class PeakTracker(TorchDispatchMode):
             self._pending = True
             self._peak_phase = phase
             self._peak_module = self._modules.current()
+            self._grads_at_peak = self.ownership.grad_owners()
 
     def _only_device_from_now(self) -> None:
         """The workload put its first tensor on the predicted device (a CUDA build): from
@@ -193,6 +196,7 @@ class PeakTracker(TorchDispatchMode):
             readded.append(entry.nbytes)
             if self.current > self.peak:
                 self.peak, self._pending = self.current, True
+                self._grads_at_peak = self.ownership.grad_owners()
                 self._peak_phase, self._peak_module = "optimizer_step", None
         return readded
 
@@ -211,10 +215,14 @@ class PeakTracker(TorchDispatchMode):
         return out
 
     # -------------------------------------------------------------------- classification
-    def _classify(self) -> None:
-        """Split the live set (== the peak's) by category, owner module and phase."""
+    def _classify(self, grads: dict[int, Any] | None = None) -> None:
+        """Split the live set (== the peak's) by category, owner module and phase.
+
+        ``grads``: the gradients' owners read at the peak, when called from a free callback
+        (where reading ``.grad`` is unsafe); otherwise they are read now.
+        """
         self._pending = False
-        owned = self.ownership.snapshot(host_step_counters=self.host_counters)
+        owned = self.ownership.snapshot(host_step_counters=self.host_counters, grads=grads)
         snap = PeakSnapshot(phase=self._peak_phase, module=self._peak_module)
         for key, entry in self._live.items():
             category = owned.category.get(key)
@@ -234,6 +242,8 @@ class PeakTracker(TorchDispatchMode):
                         module = "optimizer"
                 else:
                     category = "other"
+            if key in owned.masters:
+                snap.master_bytes += entry.nbytes
             snap.total += entry.nbytes
             snap.by_category[category] = snap.by_category.get(category, 0) + entry.nbytes
             snap.by_module[module] = snap.by_module.get(module, 0) + entry.nbytes
