@@ -74,3 +74,28 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "malformed JSON" in result.stderr
     assert str(broken) in result.stderr
+
+
+def test_min_effect_that_cannot_apply_is_refused(tmp_path: Path) -> None:
+    """--min-effect (and --max-slowdown) on analysis reports, or --min-effect on a saved
+    comparison, would be ignored: refused with exit 2 and one line saying why."""
+    import torch
+
+    from torchscan_stages.analysis.crawl import crawl_module
+
+    analysis = crawl_module(torch.nn.Linear(4, 4), (4,)).save(tmp_path / "a.json")
+    saved = BenchmarkComparison(
+        provenance=build_provenance(),
+        check=CheckResult(performed=False, passed=None),
+        deltas=[],
+        settings={"min_effect": 0.05},
+    ).save(tmp_path / "cmp.json")
+    for args, said in (
+        ((analysis, analysis, "--min-effect", "0.1"), "--min-effect applies to benchmark reports"),
+        ((analysis, analysis, "--max-slowdown", "1.1"), "--max-slowdown applies to benchmark"),
+        ((saved, "--min-effect", "0.1"), "judged with min_effect=0.05"),
+    ):
+        result = _run(*args)
+        assert result.returncode == 2, result.stdout
+        assert said in result.stderr
+        assert result.stdout == ""

@@ -218,8 +218,24 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
 def _compare(args: argparse.Namespace) -> BenchmarkComparison | ReportDiff:
     reports = [load_report(path) for path in args.reports]
     if len(reports) == 1 and isinstance(reports[0], BenchmarkComparison):
+        if args.min_effect is not None:
+            judged = reports[0].settings.get("min_effect", "unrecorded")
+            raise ValueError(
+                f"--min-effect {args.min_effect} cannot rejudge a saved comparison "
+                f"({args.reports[0]} was judged with min_effect={judged}); compare the two "
+                "benchmark reports again with --min-effect"
+            )
         return reports[0]
     if len(reports) == 2 and all(isinstance(r, AnalysisReport) for r in reports):
+        for flag, value in (
+            ("--min-effect", args.min_effect),
+            ("--max-slowdown", args.max_slowdown),
+        ):
+            if value is not None:
+                raise ValueError(
+                    f"{flag} applies to benchmark reports (measured latency); two analysis "
+                    "reports are compared count by count, exactly: drop the flag"
+                )
         return compare_reports(reports[0], reports[1])  # type: ignore[arg-type]
     if len(reports) == 2 and all(isinstance(r, BenchmarkReport) for r in reports):
         options = {} if args.min_effect is None else {"min_effect": args.min_effect}
