@@ -166,3 +166,9 @@ def test_command_runs_a_model_by_import_path(tmp_path: Path, monkeypatch: Any) -
 def test_command_names_a_bad_import_path(argv: list[str], expected: str, capsys: Any) -> None:
     assert main(argv) == 2
     assert expected in capsys.readouterr().err
+
+
+def test_command_takes_the_pipeline_spelling_too(capsys: Any) -> None:
+    """``pkg.module.factory`` (a config's ``_target_``) works as ``pkg.module:factory`` does."""
+    assert main(["--model", "torch.nn.Identity", "--input-shape", "4"]) == 0
+    assert "Identity" in capsys.readouterr().out

@@ -1,16 +1,16 @@
 """``python -m torchscan_stages summary``: the cost table of a model + its JSON report.
 
 ``--model`` is a built-in name (``cnn``, ``transformer``) or an import path
-``pkg.module:factory`` to a zero-argument callable returning an ``nn.Module`` (your own
-model). Its inputs come from ``--input pkg.module:factory`` (a zero-argument callable
-returning a tensor, a tuple of positional arguments or a dict of keyword arguments) or
-``--input-shape 3,32,32`` (generated, batch of 1 added).
+``pkg.module:factory`` (or ``pkg.module.factory``, as in a pipeline config's ``_target_``;
+one resolver, :mod:`torchscan_stages.targets`) to a zero-argument callable returning an
+``nn.Module`` (your own model). Its inputs come from ``--input pkg.module:factory`` (a
+zero-argument callable returning a tensor, a tuple of positional arguments or a dict of
+keyword arguments) or ``--input-shape 3,32,32`` (generated, batch of 1 added).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +20,7 @@ from torch import nn
 
 from ..analysis.summary import summary
 from ..report import save_report
+from ..targets import import_target
 from ..zoo import small_resnet, tiny_transformer
 
 BUILT_IN = ("cnn", "transformer")
@@ -54,23 +55,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def load_object(spec: str, option: str) -> Any:
     """``pkg.module:name`` -> the object; CommandError naming the import path on failure."""
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        raise CommandError(f"{option} {spec!r}: expected pkg.module:factory")
     try:
-        module = importlib.import_module(module_name)
-    except Exception as error:  # ImportError, or the module raising while importing
-        raise CommandError(
-            f"{option} {spec!r}: cannot import {module_name!r} ({type(error).__name__}: {error})"
-        ) from error
-    target: Any = module
-    for part in attribute.split("."):
-        if not hasattr(target, part):
-            raise CommandError(f"{option} {spec!r}: module {module_name!r} has no {attribute!r}")
-        target = getattr(target, part)
-    if not callable(target):
-        raise CommandError(f"{option} {spec!r}: {attribute!r} is not callable")
-    return target
+        return import_target(spec)
+    except ValueError as error:
+        raise CommandError(f"{option} {spec!r}: {error}") from error
 
 
 def _call(factory: Any, spec: str, option: str) -> Any:
@@ -121,7 +109,7 @@ def _model_and_inputs(options: argparse.Namespace) -> tuple[nn.Module, dict[str,
         return small_resnet(), {"input_shape": (3, 32, 32)}
     if options.model == "transformer":
         return tiny_transformer(), {"args": (torch.zeros(1, 32, dtype=torch.long),)}
-    if ":" not in options.model:
+    if ":" not in options.model and "." not in options.model:
         raise CommandError(
             f"--model {options.model!r}: expected one of {', '.join(BUILT_IN)} or "
             "pkg.module:factory"

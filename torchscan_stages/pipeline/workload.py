@@ -8,12 +8,12 @@ they are applied by :func:`thread_settings` (restored on exit), not by the build
 from __future__ import annotations
 
 import contextlib
-import importlib
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..targets import import_target
 from .schema import (
     CandidateConfig,
     ConfigError,
@@ -28,20 +28,12 @@ if TYPE_CHECKING:
 
 
 def resolve_target(target: str, key: str) -> Callable[..., Any]:
-    """Import ``package.module.attr``; a failure names the config key and the target."""
-    module_name, _, attr = target.rpartition(".")
-    if not module_name:
-        raise ConfigError(f"{key} = {target!r}: expected an importable 'package.module.name'")
+    """Import ``package.module.attr`` (or ``package.module:attr``); a failure names the
+    config key and the target."""
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ConfigError(
-            f"{key} = {target!r}: cannot import module {module_name!r} ({error})"
-        ) from None
-    obj = getattr(module, attr, None)
-    if obj is None or not callable(obj):
-        raise ConfigError(f"{key} = {target!r}: module {module_name!r} has no callable {attr!r}")
-    return obj  # type: ignore[no-any-return]
+        return import_target(target)
+    except ValueError as error:
+        raise ConfigError(f"{key} = {target!r}: {error}") from None
 
 
 def _call_factory(spec: FactoryConfig, key: str) -> Any:
