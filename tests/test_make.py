@@ -23,9 +23,9 @@ def _scratch(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _dry_run(folder: Path) -> str:
+def _dry_run(folder: Path, target: str = "setup") -> str:
     done = subprocess.run(
-        ["make", "-n", "setup"], cwd=folder, capture_output=True, text=True, timeout=60
+        ["make", "-n", target], cwd=folder, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -42,6 +42,21 @@ def test_setup_installs_only_when_pyproject_or_constraints_changed(tmp_path: Pat
     assert "pip install" not in _dry_run(folder)  # nothing changed: no install
     os.utime(folder / "constraints.txt", (3_000, 3_000))  # a new pin
     assert "pip install" in _dry_run(folder)
+
+
+def test_main_installs_without_the_scale_extra_and_after_setup_installs_nothing(
+    tmp_path: Path,
+) -> None:
+    folder = _scratch(tmp_path)
+    plan = _dry_run(folder, "main")
+    assert "-e '.[pipeline,hf]'" in plan and "scale" not in plan  # no Ray for the main job
+    assert "dvc repro" in plan
+    for stamp in (".installed", ".installed-main"):  # what a full `make setup` leaves
+        (folder / ".venv" / stamp).write_text("")
+        os.utime(folder / ".venv" / stamp, (2_000, 2_000))
+    os.utime(folder / "pyproject.toml", (1_000, 1_000))
+    os.utime(folder / "constraints.txt", (1_000, 1_000))
+    assert "pip install" not in _dry_run(folder, "main")
 
 
 def test_heartbeat_passes_output_and_exit_status_through(tmp_path: Path) -> None:
