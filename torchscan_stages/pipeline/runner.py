@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,10 +81,13 @@ def commit_outputs(pending: dict[Path, str]) -> list[Path]:
     """Write every staged output to a temporary file first, then rename them all.
 
     If any temporary file cannot be written (an unwritable ``metrics/``, a full disk),
-    nothing is renamed and every earlier output stays as it was.
+    nothing is renamed and every earlier output stays as it was. Temporaries that an
+    earlier, killed stage left beside an output are removed, as ``atomic_write_text`` does.
     """
-    from ..report import _write_temporary  # atomic_write_text's first phase, for every file
+    # atomic_write_text's two phases, for every file at once
+    from ..report import _clean_stale_temporaries, _write_temporary
 
+    started = time.time()
     staged: list[tuple[str, Path]] = []
     try:
         for path, text in pending.items():
@@ -96,6 +100,8 @@ def commit_outputs(pending: dict[Path, str]) -> list[Path]:
         raise
     for tmp, path in staged:
         os.replace(tmp, path)
+    for tmp, path in staged:
+        _clean_stale_temporaries(path, started, os.path.basename(tmp))
     return [path for _, path in staged]
 
 
