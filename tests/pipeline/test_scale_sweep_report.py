@@ -77,3 +77,17 @@ def test_summary_of_listed_folders_keeps_every_job_with_its_status(tmp_path: Pat
     # only the varying axis is a column; seed=0 is the same in every job
     assert "<th>threads</th>" in html and "<th>seed</th>" not in html
     assert html.count('class="failed"') == 2 and "E: boom" in html  # b and c, both listed
+
+
+def test_an_unreadable_report_fails_its_job_row_not_the_summary(tmp_path: Path) -> None:
+    from torchscan_stages.pipeline.sweep import summarize_jobs
+
+    _job(tmp_path / "a", ["threads=1"], {"status": "completed", "host": "h1"})
+    (tmp_path / "a" / "reports").mkdir()
+    broken = tmp_path / "a" / "reports" / "latency.json"
+    broken.write_text("{nope")  # a report cut short
+    summary = summarize_jobs([tmp_path / "a"], tmp_path, title="t", listed=True)
+    (row,) = summary["jobs"]
+    assert row["status"] == "failed"
+    assert str(broken) in row["error"] and "malformed JSON" in row["error"]
+    assert "_hosts" not in row  # the private host list never reaches the written table

@@ -37,6 +37,7 @@ JOB_STATUS = "job_status.json"
 _METRIC_KEYS = {"status", "unit", "scope", "method"}
 _CONFIG_AXES = ("model", "input", "device", "precision", "threads", "seed")
 _SKIP = {"layers", "provenance", "diagnostics", "operators", "events"}
+_HOSTS = "_hosts"
 
 
 def metric_results(document: Any, prefix: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
@@ -95,6 +96,8 @@ def _read_json(path: Path) -> Any:
 
 def _job_row(job_dir: Path, root: Path, *, listed: bool = False) -> dict[str, Any] | None:
     """One job's row; ``listed`` (named by the user) folders always get one."""
+    from ..report import load_report
+
     reports = sorted((job_dir / "reports").glob("*.json"))
     status_doc = _read_json(job_dir / JOB_STATUS) or {}
     if not (listed or reports or status_doc or (job_dir / ".hydra").is_dir()):
@@ -121,11 +124,19 @@ def _job_row(job_dir: Path, root: Path, *, listed: bool = False) -> dict[str, An
             # '_', not '.': a dot in a field name means a nested field to vega-lite (dvc plots)
             row[f"{metrics_file.stem}_{key}"] = value
     row["metrics"] = {}
+    row[_HOSTS] = []  # (report path, HostState) of timed reports; taken out before writing
     for report_file in reports:
-        document = json.loads(report_file.read_text(encoding="utf-8"))
+        try:
+            report = load_report(report_file)  # once per file, validated, in whatever format
+        except ValueError as error:  # one unreadable report: this job's error, not a crash
+            row["status"], row["error"] = "failed", str(error)
+            continue
+        document = report.model_dump(mode="json")
         row["metrics"].update(_report_metrics(report_file.stem, document))
         row.setdefault("provenance", _provenance(document))
         _config_columns(row, (document.get("provenance") or {}).get("run") or {})
+        if report.provenance.host is not None:
+            row[_HOSTS].append((f"{name}/reports/{report_file.name}", report.provenance.host))
     row["reports"] = [f"{name}/reports/{p.name}" for p in reports]
     if "axes" not in row:  # no Hydra overrides saved (a DVC matrix job): its config says
         row["axes"] = {k: str(row[k]) for k in _CONFIG_AXES if k in row}
@@ -159,7 +170,7 @@ def write_summary(rows: list[dict[str, Any]], output_dir: Path, title: str) -> d
 
     output_dir = Path(output_dir)
     summary: dict[str, Any] = {"title": title, "note": NOTE, "jobs": rows}
-    overlaps = _overlapping_timings(rows, output_dir)
+    overlaps = _overlapping_timings(rows)
     if overlaps:  # measured on one host at the same time: each disturbed the other
         summary["overlapping_timings"] = overlaps
         summary["warning"] = (
@@ -172,18 +183,12 @@ def write_summary(rows: list[dict[str, Any]], output_dir: Path, title: str) -> d
     return summary
 
 
-def _overlapping_timings(rows: list[dict[str, Any]], root: Path) -> list[list[str]]:
-    """Report pairs whose timings overlapped on one host (from provenance.host)."""
+def _overlapping_timings(rows: list[dict[str, Any]]) -> list[list[str]]:
+    """Report pairs whose timings overlapped on one host (from provenance.host, read once
+    with each report); the rows lose their private host list here."""
     from ..measure.host import overlapping_timings
-    from ..report import HostState
 
-    timings = []
-    for row in rows:
-        for path in row.get("reports", []):
-            document = json.loads((root / path).read_text(encoding="utf-8"))
-            host = (document.get("provenance") or {}).get("host")
-            if host:
-                timings.append((path, HostState.model_validate(host)))
+    timings = [timing for row in rows for timing in row.pop(_HOSTS, [])]
     return [list(pair) for pair in overlapping_timings(timings)]
 
 
