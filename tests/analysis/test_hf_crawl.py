@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -267,3 +268,32 @@ def test_hf_layer_formulas_by_hand() -> None:
     # 2 x MACs + gate product 16 x 64 + weighting and summing 2 x 16 x 32 = 196,608 + 1,024
     # + 1,024, plus the SiLU child on 16 x 64: 5 x 1,024 = 5,120 -> 203,776
     assert (experts.macs.value, experts.module_flops.value) == (98_304, 203_776)
+
+
+def test_a_user_subclass_gets_the_family_handler_without_its_parent() -> None:
+    """``class MyAttention(LlamaAttention)`` in the user's code, and no LlamaAttention left in
+    the model: the handler is still found through the bases. A fresh process, so no earlier
+    crawl has registered LlamaAttention already."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from test_hf_crawl import build, inputs
+from transformers.models.llama.modeling_llama import LlamaAttention
+from torchscan_stages import crawl_module
+
+class MyAttention(LlamaAttention):
+    pass
+
+model = build("llama")
+for layer in model.model.layers:
+    layer.self_attn.__class__ = MyAttention
+report = crawl_module(model, kwargs=inputs("llama"))
+record = next(r for r in report.layers if r.path == "model.layers.0.self_attn")
+print(record.metrics.macs.status, record.metrics.macs.value)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
+    )
+    # as for LlamaAttention itself (test_hf_layer_formulas_by_hand): 4,096 own MACs
+    # (q@k^T and p@v) + 24,576 in the q, k, v, o projections
+    assert out.stdout.split() == ["complete", str(4_096 + 24_576)]
