@@ -107,6 +107,8 @@ def test_ci_floor_must_stay_below_min_effect() -> None:
         ({"work_units": -1}, "work_units must be a finite number > 0"),
         ({"min_run_time": -2.0}, "min_run_time must be finite"),
         ({"unit": ""}, "unit must be a non-empty string"),
+        ({"min_blocks": True}, "min_blocks must be an int >= 3, got True"),  # bool is no count
+        ({"resamples": 99}, "resamples must be an int >= 100, got 99"),
     ],
 )
 def test_bad_timing_options_are_refused_before_any_call(

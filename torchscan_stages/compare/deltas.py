@@ -36,6 +36,11 @@ DEFAULT_MAX_NOISE = 0.05
 DEFAULT_CI_FLOOR = 0.005
 
 
+def _not_int(value: object) -> bool:
+    """``True`` is an int to Python, not a count of blocks or resamples."""
+    return isinstance(value, bool) or not isinstance(value, int)
+
+
 @dataclass(frozen=True)
 class Judge:
     """The owner's decision settings, applied identically to every latency delta."""
@@ -66,9 +71,9 @@ class Judge:
             raise ValueError(f"max_noise must be > 0, got {self.max_noise!r}")
         if not 0.5 <= self.confidence < 1.0:
             raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence!r}")
-        if not isinstance(self.resamples, int) or self.resamples < 100:
+        if _not_int(self.resamples) or self.resamples < 100:
             raise ValueError(f"resamples must be an int >= 100, got {self.resamples!r}")
-        if not isinstance(self.min_blocks, int) or self.min_blocks < 3:
+        if _not_int(self.min_blocks) or self.min_blocks < 3:
             raise ValueError(f"min_blocks must be an int >= 3, got {self.min_blocks!r}")
 
     def settings(self) -> dict[str, object]:
