@@ -23,6 +23,10 @@ from .format import Cell, describe_value, metric_cell, percent, thousands
 from .svg import Bar, bar_chart, metric_bar
 
 OPEN_DEPTH = 2  # tree levels shown expanded by default
+# Above this many records the tree is embedded as compact JSON and drawn by an inline script
+# (tree_data.py); at or below it the page stays static HTML that reads without JavaScript.
+# 2,000 records make a static tree of about 1 MB that renders in well under a second.
+LAZY_LAYERS = 2000
 TOP_N = 10
 _TOTALS = (
     ("Parameters", "parameters", "parameters"),
@@ -179,10 +183,14 @@ def layer_events(report: AnalysisReport) -> list[tuple[int, LayerRow | None]]:
     return events
 
 
-def counted_layers(report: AnalysisReport) -> list[LayerRecord]:
-    """Layers whose metrics are not covered by an ancestor: leaves and inclusive subtrees."""
+def counted_layers(
+    report: AnalysisReport, roots: list[_Node] | None = None
+) -> list[LayerRecord]:
+    """Layers whose metrics are not covered by an ancestor: leaves and inclusive subtrees.
+
+    ``roots`` is the report's tree when the caller has built it already."""
     counted: list[LayerRecord] = []
-    stack = list(reversed(build_tree(report.layers)))
+    stack = list(reversed(roots if roots is not None else build_tree(report.layers)))
     while stack:
         node = stack.pop()
         if node.record.inclusive or not node.children:
@@ -235,8 +243,8 @@ class Chart:
     note: str | None = None
 
 
-def analysis_charts(report: AnalysisReport) -> list[Chart]:
-    counted = counted_layers(report)
+def analysis_charts(report: AnalysisReport, roots: list[_Node] | None = None) -> list[Chart]:
+    counted = counted_layers(report, roots)
     charts: list[Chart] = []
     if report.mode == "full" and counted:
         by_type: dict[str, list[MetricResult]] = {}
