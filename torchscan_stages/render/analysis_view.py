@@ -183,9 +183,7 @@ def layer_events(report: AnalysisReport) -> list[tuple[int, LayerRow | None]]:
     return events
 
 
-def counted_layers(
-    report: AnalysisReport, roots: list[_Node] | None = None
-) -> list[LayerRecord]:
+def counted_layers(report: AnalysisReport, roots: list[_Node] | None = None) -> list[LayerRecord]:
     """Layers whose metrics are not covered by an ancestor: leaves and inclusive subtrees.
 
     ``roots`` is the report's tree when the caller has built it already."""

@@ -158,8 +158,10 @@ def _run_totals(
 ) -> list[int]:
     """Cells summing the members' rows: parameters, then each additive column (the
     receptive field, not additive, is the members' shared value)."""
-    params = sum(held.get(m.path, m.params.parameters) if has_children else m.params.parameters
-                 for m in members)
+    params = sum(
+        held.get(m.path, m.params.parameters) if has_children else m.params.parameters
+        for m in members
+    )
     cells = [tables.cell(Cell(thousands(params), f"{params:,} parameters in these rows", "ok"))]
     per_column = list(zip(*(_results(m) for m in members), strict=True))
     for name, results in zip(COLUMNS, per_column, strict=True):

@@ -17,7 +17,7 @@
 
   function start(top) {
     top.setAttribute("data-ready", "");
-    var D = JSON.parse(document.getElementById(top.getAttribute("data-src")).textContent);
+    var D = JSON.parse(document.getElementById(top.getAttribute("data-json")).textContent);
     var S = D.s, N = D.p.length, i, p;
     var kids = [], roots = [], depth = new Int32Array(N), path = new Array(N);
     for (i = 0; i < N; i++) kids.push([]);
