@@ -101,6 +101,36 @@ def _row_shape(
     return tables.shape((tables.s(record.type), short, full, *cells))
 
 
+def _row_key(record: LayerRecord, has_children: bool, held: dict[str, int]) -> tuple[Any, ...]:
+    """Plain values that decide a row's shape: cheaper to hash than to build the cells."""
+    out = record.output
+    if out is not None and out.kind == "tensor" and out.shape is not None:
+        output: Any = tuple(out.shape)
+    else:
+        output = describe_value(out, limit=2000)
+    own = record.params.parameters
+    subtree = held.get(record.path, own) if has_children else -1
+    metrics = tuple(
+        None if r is None else (r.status, r.known_value, r.unit) for r in _results(record)
+    )
+    return (record.type, output, own, subtree, metrics)
+
+
+def row_shapes(
+    records: list[LayerRecord], children: list[list[int]], held: dict[str, int], tables: _Tables
+) -> list[int]:
+    """The row shape id of every record; equal plain values reuse the shape already built."""
+    known: dict[tuple[Any, ...], int] = {}
+    shapes: list[int] = []
+    for record, kids in zip(records, children, strict=True):
+        key = _row_key(record, bool(kids), held)
+        found = known.get(key)
+        if found is None:
+            found = known[key] = _row_shape(record, bool(kids), held, tables)
+        shapes.append(found)
+    return shapes
+
+
 @dataclass(slots=True)
 class _Nodes:
     """Records in tree pre-order with their parent index (-1 for a root)."""
@@ -212,10 +242,7 @@ def tree_data(report: AnalysisReport, roots: list[Any], open_depth: int) -> dict
     tables = _Tables()
     nodes = preorder(roots)
     held = report.subtree_parameters()
-    shapes = [
-        _row_shape(record, bool(nodes.children[i]), held, tables)
-        for i, record in enumerate(nodes.records)
-    ]
+    shapes = row_shapes(nodes.records, nodes.children, held, tables)
     runs: list[list[int]] = []
     for parent, start, count in _runs(nodes, _signatures(nodes, shapes)):
         kids = nodes.children[parent][start : start + count]
