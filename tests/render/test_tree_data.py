@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from torchscan_stages.analysis.crawl import crawl_module
-from torchscan_stages.render import render_report
+from torchscan_stages.render import render_index, render_report
 from torchscan_stages.render.analysis_view import LAZY_LAYERS
 from torchscan_stages.render.html import tree_script
 from torchscan_stages.render.tree_data import script_json
@@ -143,3 +143,19 @@ def test_csp_allows_only_the_tree_script(crawled: tuple[Any, str]) -> None:
     plain = render_report(samples.big_analysis_report(LAZY_LAYERS + 1))
     assert re.search(r"""\bsrc\s*=|\bhref\s*=\s*(?!["']?#)|url\s*\(|<link\b""", plain) is None
     assert "https://" not in plain and "http://" not in plain
+
+
+def test_index_page_holds_two_large_trees_apart() -> None:
+    big = samples.big_analysis_report(LAZY_LAYERS + 1)
+    html = render_index([big, samples.flop_report(), big])
+    # sections r1- and r3- each carry their own data; the script is the same text twice
+    assert len(page_data(html, "r1-")["p"]) == LAZY_LAYERS + 1
+    assert len(page_data(html, "r3-")["p"]) == LAZY_LAYERS + 1
+    assert 'data-json="r1-tree-data"' in html and 'data-json="r3-tree-data"' in html
+    assert html.count(f"<script>{tree_script()}</script>") == 2
+    assert html.count("Content-Security-Policy") == 1
+
+
+def test_small_report_in_an_index_keeps_the_page_script_free() -> None:
+    html = render_index([samples.analysis_report(), samples.flop_report()])
+    assert "<script" not in html and "Content-Security-Policy" not in html

@@ -6,7 +6,7 @@ recursion and a 5,000-layer model renders in well under a second.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from markupsafe import Markup
 
