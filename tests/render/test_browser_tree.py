@@ -46,6 +46,10 @@ HOOK = """
   var hit = top.querySelector(".row.hit");
   seen.hit = hit ? hit.querySelector(".nm").title : null;
   seen.hitText = hit ? hit.textContent : null;
+  top.querySelector("button.alldiag").click();
+  seen.diagLines = top.querySelectorAll(".diaglist .dl").length;
+  var moreDiag = top.querySelector(".diaglist > button.more");
+  seen.diagMore = moreDiag ? moreDiag.textContent : null;
   seen.pwned = document.body.getAttribute("data-pwned");
   seen.images = document.querySelectorAll("img").length;
   document.body.setAttribute("data-seen", JSON.stringify(seen));
@@ -104,6 +108,8 @@ def test_hostile_name_in_big_crawled_report_stays_text(tmp_path: Path) -> None:
     assert seen["hit"] == "300.2 · call 0"
     assert HOSTILE in seen["hitText"]  # the type name, shown as text on the found row
     assert seen["pwned"] is None and seen["images"] == 0
+    # 525 unsupported leaves + 1 receptive_field_stopped = 526 layer diagnostics, 500 a page
+    assert seen["diagLines"] == 500 and seen["diagMore"] == "show more (26 left)"
 
 
 def test_csp_blocks_a_script_without_its_hash(tmp_path: Path) -> None:
