@@ -159,3 +159,27 @@ def test_index_page_holds_two_large_trees_apart() -> None:
 def test_small_report_in_an_index_keeps_the_page_script_free() -> None:
     html = render_index([samples.analysis_report(), samples.flop_report()])
     assert "<script" not in html and "Content-Security-Policy" not in html
+
+
+def test_structure_mode_report_shows_unavailable_not_zero() -> None:
+    # 1 + 4 * 600 = 2,401 records; structure mode records shapes and parameters only
+    report = crawl_module(deep_model(600), (16,), mode="structure")
+    data = page_data(render_report(report))
+    linear = data["h"][data["k"][2]]  # root, block 0, its Linear
+    assert data["s"][linear[0]] == "Linear"
+    assert cell_text(data, linear[3])[0] == "272"  # 16 * 16 + 16 parameters
+    # module FLOPs, MACs, DMAs: unavailable ("—"), operator FLOPs: not recorded ("—")
+    shown = [cell_text(data, c)[0] for c in linear[4:]]
+    assert shown[:3] == ["—", "—", "—"] and shown[4] == "—"
+    assert [data["e"][c][2] for c in linear[4:7]] == [2, 2, 2]  # class "na", never "ok"
+
+
+def test_repeated_calls_and_odd_paths_are_kept() -> None:
+    big = samples.big_analysis_report(LAZY_LAYERS + 1)
+    # a record whose name is not the last part of its path keeps its own path
+    odd = big.layers[5].model_copy(update={"name": "renamed"})
+    big = big.model_copy(update={"layers": [*big.layers[:5], odd, *big.layers[6:]]})
+    data = page_data(render_report(big))
+    again = sum(1 for layer in big.layers if layer.call_index)
+    assert len(data["i"]) == again > 0  # each second call of a block's relu
+    assert {data["s"][v] for v in data["x"].values()} == {odd.path}
