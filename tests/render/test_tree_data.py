@@ -183,3 +183,22 @@ def test_repeated_calls_and_odd_paths_are_kept() -> None:
     again = sum(1 for layer in big.layers if layer.call_index)
     assert len(data["i"]) == again > 0  # each second call of a block's relu
     assert {data["s"][v] for v in data["x"].values()} == {odd.path}
+
+
+def test_run_totals_never_add_different_methods() -> None:
+    from torchscan_stages.render.tree_data import _run_totals, _Tables
+
+    leaf = samples.layer("a", 1, "ReLU", (1, 8), flops=8, macs=0)
+    other = leaf.metrics.module_flops.model_copy(update={"method": "operator_dispatch"})
+    odd = leaf.model_copy(
+        update={"metrics": leaf.metrics.model_copy(update={"module_flops": other})}
+    )
+    tables = _Tables()
+    same = _run_totals([leaf, leaf, leaf], {}, False, tables)
+    mixed = _run_totals([leaf, leaf, odd], {}, False, tables)
+    assert cell_text({"s": tables.strings, "e": tables.cells}, same[1]) == (
+        "24 FLOPs",  # 3 * 8
+        "24 FLOPs",
+    )
+    text, title = cell_text({"s": tables.strings, "e": tables.cells}, mixed[1])
+    assert text == "—" and title.startswith("not summed: refusing to add")

@@ -200,7 +200,11 @@ def _run_totals(
             cells.append(tables.metric(results[0]))
             continue
         first = present[0]
-        total = combine_sum(present, unit=first.unit, scope=first.scope, method=first.method)
+        try:
+            total = combine_sum(present, unit=first.unit, scope=first.scope, method=first.method)
+        except ValueError as error:  # mixed units, scopes or methods are never added
+            cells.append(tables.cell(Cell(DASH, f"not summed: {error}", "na")))
+            continue
         cells.append(tables.cell(metric_cell(total, brief=True)))
     return cells
 
