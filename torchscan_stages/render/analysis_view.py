@@ -6,7 +6,7 @@ recursion and a 5,000-layer model renders in well under a second.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from markupsafe import Markup
 
@@ -23,6 +23,10 @@ from .format import Cell, describe_value, metric_cell, percent, thousands
 from .svg import Bar, bar_chart, metric_bar
 
 OPEN_DEPTH = 2  # tree levels shown expanded by default
+# Above this many records the tree is embedded as compact JSON and drawn by an inline script
+# (tree_data.py); at or below it the page stays static HTML that reads without JavaScript.
+# 2,000 records make a static tree of about 1 MB that renders in well under a second.
+LAZY_LAYERS = 2000
 TOP_N = 10
 _TOTALS = (
     ("Parameters", "parameters", "parameters"),
@@ -60,10 +64,14 @@ class LayerRow:
     open: bool = False
 
 
-@dataclass(slots=True)
 class _Node:
-    record: LayerRecord
-    children: list[_Node] = field(default_factory=list)
+    """One record and the calls it encloses (a plain slotted class: 100,000 are built)."""
+
+    __slots__ = ("children", "record")
+
+    def __init__(self, record: LayerRecord) -> None:
+        self.record = record
+        self.children: list[_Node] = []
 
 
 def _find_parent(
@@ -78,7 +86,14 @@ def _find_parent(
         if not path:
             return None
         path = path.rsplit(".", 1)[0] if "." in path else ""
-        candidates = [c for c in by_path.get(path, []) if c[1].record.depth < record.depth]
+        calls = by_path.get(path)
+        if calls is None:
+            continue
+        if len(calls) == 1:  # the common case: one call of the enclosing module
+            if calls[0][1].record.depth < record.depth:
+                return calls[0][1]
+            continue
+        candidates = [c for c in calls if c[1].record.depth < record.depth]
         if candidates:
             before = [c for c in candidates if c[0] < position]
             chosen = before[-1] if before else candidates[0]
@@ -179,10 +194,12 @@ def layer_events(report: AnalysisReport) -> list[tuple[int, LayerRow | None]]:
     return events
 
 
-def counted_layers(report: AnalysisReport) -> list[LayerRecord]:
-    """Layers whose metrics are not covered by an ancestor: leaves and inclusive subtrees."""
+def counted_layers(report: AnalysisReport, roots: list[_Node] | None = None) -> list[LayerRecord]:
+    """Layers whose metrics are not covered by an ancestor: leaves and inclusive subtrees.
+
+    ``roots`` is the report's tree when the caller has built it already."""
     counted: list[LayerRecord] = []
-    stack = list(reversed(build_tree(report.layers)))
+    stack = list(reversed(roots if roots is not None else build_tree(report.layers)))
     while stack:
         node = stack.pop()
         if node.record.inclusive or not node.children:
@@ -235,8 +252,8 @@ class Chart:
     note: str | None = None
 
 
-def analysis_charts(report: AnalysisReport) -> list[Chart]:
-    counted = counted_layers(report)
+def analysis_charts(report: AnalysisReport, roots: list[_Node] | None = None) -> list[Chart]:
+    counted = counted_layers(report, roots)
     charts: list[Chart] = []
     if report.mode == "full" and counted:
         by_type: dict[str, list[MetricResult]] = {}

@@ -12,19 +12,48 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
 @dataclass(slots=True)
+class DiagnosticGroup:
+    """Layer diagnostics of one severity, code and metric: how many, and one example."""
+
+    severity: str
+    code: str
+    metric: str | None
+    count: int
+    first: Diagnostic
+
+
+@dataclass(slots=True)
 class DiagnosticsView:
-    """Diagnostics sorted by severity, with counts for the status strip."""
+    """Diagnostics sorted by severity, with counts for the status strip.
+
+    With ``groups`` set (a large report) ``items`` holds only the diagnostics without a
+    layer path; those with one are counted in ``groups`` and listed by the page's script.
+    """
 
     items: list[Diagnostic]
     counts: dict[str, int] = field(default_factory=dict)
+    groups: list[DiagnosticGroup] | None = None
 
 
-def diagnostics_view(diagnostics: list[Diagnostic]) -> DiagnosticsView:
+def diagnostics_view(diagnostics: list[Diagnostic], group_paths: bool = False) -> DiagnosticsView:
     items = sorted(diagnostics, key=lambda d: (_SEVERITY_ORDER.get(d.severity, 3), d.code))
     counts: dict[str, int] = {}
     for item in items:
         counts[item.severity] = counts.get(item.severity, 0) + 1
-    return DiagnosticsView(items=items, counts=counts)
+    if not group_paths:
+        return DiagnosticsView(items=items, counts=counts)
+    groups: dict[tuple[str, str, str | None], DiagnosticGroup] = {}
+    for item in items:
+        if item.path is None:
+            continue
+        key = (item.severity, item.code, item.metric)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = DiagnosticGroup(item.severity, item.code, item.metric, 1, item)
+        else:
+            group.count += 1
+    unpathed = [item for item in items if item.path is None]
+    return DiagnosticsView(items=unpathed, counts=counts, groups=list(groups.values()))
 
 
 def overall_status(results: list[MetricResult | None]) -> Status:
