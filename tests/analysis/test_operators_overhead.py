@@ -9,7 +9,7 @@ import torch.nn as nn
 from torchscan_stages import FlopReport
 from torchscan_stages.analysis.operators import (
     OperatorCounter,
-    _named_modules,
+    _ModuleStack,
     _roll_up,
     measure_flops,
 )
@@ -131,9 +131,10 @@ def test_modules_inside_an_uncalled_container_get_their_full_path() -> None:
     assert "Linear" not in report.by_module
 
 
-def test_named_modules_walk_matches_torch_order_and_first_paths() -> None:
-    """The list walk names what ``named_modules`` names, in its order: a shared module once at
-    its first path, an empty container (falsy: len 0) kept, a ``None`` child skipped."""
+def test_module_stack_names_what_named_modules_names() -> None:
+    """The tracker's own walk gives each module the path ``named_modules`` gives it: a shared
+    module once at its first path, an empty container (falsy: len 0) kept, a ``None`` child
+    skipped."""
     shared = nn.Linear(2, 2)
     model = nn.Sequential(
         nn.Sequential(shared, nn.ModuleList()),
@@ -141,11 +142,12 @@ def test_named_modules_walk_matches_torch_order_and_first_paths() -> None:
         shared,
     )
     model.register_module("missing", None)
-    expected = [(path, id(m)) for path, m in model.named_modules(prefix="Sequential")]
-    walked = [(path, id(m)) for path, m in _named_modules(model, "Sequential")]
-    assert walked == expected
+    tracker = _ModuleStack()
+    assert tracker._name(model) == "Sequential"
+    expected = {id(m): path for path, m in model.named_modules(prefix="Sequential")}
+    assert tracker._names == expected
     # root, 0, 0.0 (shared), 0.1 (empty list), 1, 1.b -- "1.a" and "2" are shared again
-    assert [path for path, _ in walked] == [
+    assert sorted(tracker._names.values()) == [
         "Sequential",
         "Sequential.0",
         "Sequential.0.0",
@@ -153,6 +155,7 @@ def test_named_modules_walk_matches_torch_order_and_first_paths() -> None:
         "Sequential.1",
         "Sequential.1.b",
     ]
+    tracker.__exit__()
 
 
 def test_report_fields_are_what_validation_would_make() -> None:

@@ -48,7 +48,7 @@ from ..report import (
     trusted_construct,
 )
 from ._gc import gc_paused
-from .model_forms import data_free_kind, without_data_diagnostics
+from .model_forms import tensor_data_kind, without_data_diagnostics
 from .operator_formulas import CONVENTIONS, FORMULAS, IGNORED, PRODUCT_SHARE, Flops, RawFormula
 
 __all__ = [
@@ -500,7 +500,7 @@ class OperatorCounter:
         if first is None:
             first = _first_tensor(out)
         if first is not None:
-            self.data_kind = data_free_kind((first,))
+            self.data_kind = tensor_data_kind(first)
 
     def _formula_failed(self, func: Any, name: str, ops: OwnerOps, error: Exception) -> None:
         """A formula raised or answered nonsense: the operator is uncounted, with why."""
@@ -644,9 +644,8 @@ class OperatorCounter:
                 result = MetricResult.partial(flops, unit=UNIT, scope=scope, method=METHOD)
             else:
                 result = MetricResult.unavailable(unit=UNIT, scope=scope, method=METHOD)
-            by_operator[op] = OperatorCount(
-                calls=calls.get(op, 0) + uncounted.get(op, 0), flops=result
-            )
+            count = calls.get(op, 0) + uncounted.get(op, 0)  # typed: see the report below
+            by_operator[op] = trusted_construct(OperatorCount, {"calls": count, "flops": result})
         diagnostics = self._uncounted_diagnostics(uncounted, "operator_flops") if uncounted else []
         if tally.unclassified:
             diagnostics += _unclassified_diagnostics(tally.unclassified)
@@ -666,7 +665,10 @@ class OperatorCounter:
                 "by_operator": by_operator,
                 "by_module": self._by_module(scope, module_rollup),
                 "ignored_operators": [
-                    IgnoredOperator(operator=op, calls=ignored[op], reason=self.ignored_reason(op))
+                    trusted_construct(
+                        IgnoredOperator,
+                        {"operator": op, "calls": ignored[op], "reason": self.ignored_reason(op)},
+                    )
                     for op in sorted(ignored)
                 ],
                 "workload_calls": 1,
@@ -772,28 +774,6 @@ def _roll_up(sums: dict[str, list[int]]) -> None:
 # ------------------------------------------------------------------------ module tracking
 
 
-def _named_modules(root: torch.nn.Module, prefix: str) -> list[tuple[str, torch.nn.Module]]:
-    """``root.named_modules(prefix=prefix)`` as a list, in the same order with the same paths
-    (each module once, at its first path; ``None`` children skipped), walked with one list
-    instead of one generator per module, which costs a third of it on a deep tree."""
-    found: list[tuple[str, torch.nn.Module]] = []
-    memo: set[int] = set()
-    todo = [(prefix, root)]
-    while todo:
-        path, module = todo.pop()
-        key = id(module)
-        if key in memo:
-            continue
-        memo.add(key)
-        found.append((path, module))
-        children = module._modules
-        if children:  # pushed last-first, so the first child is walked next
-            named = [(f"{path}.{n}", child) for n, child in children.items() if child is not None]
-            named.reverse()
-            todo.extend(named)
-    return found
-
-
 class _ModuleStack:
     """Innermost running module, forward and (best effort) backward, by dotted name.
 
@@ -832,12 +812,25 @@ class _ModuleStack:
             return names[key]
         name = names.get(key) or type(module).__name__
         alive = self._alive
-        for path, sub in _named_modules(module, name):
+        # named_modules' preorder walk with one list instead of one generator per module (a
+        # third of its cost on a deep tree); the same paths in the same order
+        memo: set[int] = set()
+        todo = [(name, module)]
+        while todo:
+            path, sub = todo.pop()
             sub_key = id(sub)
+            if sub_key in memo:
+                continue
+            memo.add(sub_key)
             if sub_key not in names:
                 names[sub_key] = path
                 alive.append(sub)
             seen.add(sub_key)
+            children = sub._modules
+            if children:
+                named = [(f"{path}.{n}", c) for n, c in children.items() if c is not None]
+                named.reverse()
+                todo.extend(named)
         return name
 
     def _push(self, name: str) -> None:
@@ -971,7 +964,9 @@ def count_workload(
     with gc_paused():  # see _gc: keeps the per-module cost flat on large models
         with tracker, counter:
             output = workload()
-        lazy = lazy_output_diagnostic(output, "operator_flops")
+        # a tensor or None is never deferred work: skip the generator / iterator checks
+        plain = output is None or isinstance(output, torch.Tensor)
+        lazy = None if plain else lazy_output_diagnostic(output, "operator_flops")
         del output
         report = counter.report(name=name, scope="workload", module_rollup=True)
         kind = None if counter.data_kind == _UNSEEN else counter.data_kind
