@@ -871,8 +871,8 @@ class _ModuleStack:
         return [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad]
 
     def _pre_hook(self, module: torch.nn.Module, inputs: Any) -> None:
-        key = id(module)
-        name = self._names[key] if key in self._seen else self._name(module)
+        # every named module is also seen (a subtree is named whole): one lookup per call
+        name = self._names.get(id(module)) or self._name(module)
         self.stack.append(name)
         if _grad_enabled():
             tensors = self._grad_tensors(inputs)
@@ -882,8 +882,8 @@ class _ModuleStack:
                 )
 
     def _post_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
-        key = id(module)
-        name = self._names[key] if key in self._seen else self._name(module)
+        # every named module is also seen (a subtree is named whole): one lookup per call
+        name = self._names.get(id(module)) or self._name(module)
         stack = self.stack
         if stack and stack[-1] == name:  # the common case: properly nested
             stack.pop()
