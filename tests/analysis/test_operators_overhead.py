@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 import torch.nn as nn
@@ -171,3 +173,26 @@ def test_name_that_is_not_a_string_is_refused_before_the_workload_runs() -> None
     with pytest.raises(TypeError, match="name must be a str or None, got int 3"):
         measure_flops(lambda: ran.append(1), name=3)  # type: ignore[arg-type]
     assert ran == []
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_collector_paused_during_the_workload_and_restored(collecting: bool) -> None:
+    seen: list[bool] = []
+
+    def workload() -> torch.Tensor:
+        seen.append(gc.isenabled())
+        return torch.ones(2) * 2
+
+    def failing() -> None:
+        raise ValueError("boom")
+
+    was = gc.isenabled()
+    (gc.enable if collecting else gc.disable)()
+    try:
+        measure_flops(workload)
+        assert seen == [False] and gc.isenabled() is collecting
+        with pytest.raises(ValueError, match="boom"):
+            measure_flops(failing)
+        assert gc.isenabled() is collecting
+    finally:
+        (gc.enable if was else gc.disable)()
