@@ -628,6 +628,7 @@ class OperatorCounter:
         ``by_module`` holds one entry per owner key; with ``module_rollup`` each dotted key
         also receives the work of its dotted descendants (``a`` includes ``a.b``).
         """
+        _check_name(name)
         tally = self._tally()
         calls, op_flops, uncounted, ignored = (
             tally.calls,
@@ -649,7 +650,6 @@ class OperatorCounter:
         diagnostics = self._uncounted_diagnostics(uncounted, "operator_flops") if uncounted else []
         if tally.unclassified:
             diagnostics += _unclassified_diagnostics(tally.unclassified)
-        _check_name(name)
         # every field is built typed here (MetricResults through their validating
         # constructors): pydantic would only check them again, thousands for by_module
         return trusted_construct(
