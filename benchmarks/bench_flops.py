@@ -6,9 +6,10 @@ side and interleaved in one process, (a) the bare workload, (b) the workload ins
 ratio of overheads ``(c - a) / (b - a)``; the project's target is <= 1.2. Numbers depend on
 the machine and load; record them with the hardware in docs/operator-flops.md.
 
-``--floors [--doc docs/benchmarks.md]`` checks the overhead bars instead (``flops_floor.py``):
-measure_flops against the plain forward and the empty dispatch mode on the ResNet-50-shaped
-CNN, the Transformer and the 5,000-block model. ``--profile MODEL`` prints where
+``--floors [--budget S | --quick] [--doc docs/benchmarks.md]`` checks the overhead bars instead
+(``flops_floor.py``): measure_flops against the plain forward and the empty dispatch mode on
+the ResNet-50-shaped CNN, the Transformer and the 5,000-block model, S seconds of rounds per
+model (default 12; ``--quick``: 2). ``--profile MODEL`` prints where
 measure_flops spends its time on one of them (cProfile).
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -137,13 +139,21 @@ def main() -> None:
     parser.add_argument("--floors", action="store_true", help="against the dispatch floor")
     parser.add_argument("--doc", type=Path, default=None, help="with --floors: write section")
     parser.add_argument("--profile", default=None, help="cProfile measure_flops on a model")
+    parser.add_argument(
+        "--budget", type=float, default=12.0, help="with --floors: seconds of rounds per model"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="with --floors: 2 s per model (a smoke run)"
+    )
     options = parser.parse_args()
     if options.threads:
         torch.set_num_threads(options.threads)
     if options.floors or options.profile:
         from flops_floor import floors_main  # benchmarks/flops_floor.py
 
-        floors_main(options.repeats, options.doc, options.profile)
+        budget = 2.0 if options.quick else options.budget
+        command = "python benchmarks/bench_flops.py " + " ".join(sys.argv[1:])
+        floors_main(options.repeats, options.doc, options.profile, budget_s=budget, command=command)
         return
     print(
         f"torch {torch.__version__}, threads {torch.get_num_threads()}, "

@@ -6,7 +6,8 @@ that rotates every round: the plain ``no_grad`` forward, the same forward under 
 ``TorchDispatchMode`` (the *dispatch floor*: every operator through Python dispatch, nothing
 counted; peers.py's definition) and ``measure_flops`` of that forward. Ratios are taken
 within a round, so machine load that slows a round slows all three; median and IQR are over
-rounds. Bars: ``measure_flops / plain <= floor / plain + 0.05`` (CNN, Transformer) and
+rounds, as many as fit a time budget per model (``--budget``, default 12 s; ``--quick``:
+2 s). Bars: ``measure_flops / plain <= floor / plain + 0.05`` (CNN, Transformer) and
 ``measure_flops / floor <= 2`` (5,000 blocks). A benchmark script, never a test.
 """
 
@@ -68,13 +69,23 @@ def _ratios(seconds: dict[str, list[float]]) -> dict[str, tuple[float, float]]:
     }
 
 
-def time_model(bm: BenchModel, repeats: int) -> list[dict[str, Any]]:
+def rounds_for(seconds_per_round: float, repeats: int, budget_s: float) -> int:
+    """At least ``repeats`` rounds, more while they fit in ``budget_s``: a 7 ms model gets
+    hundreds of rounds (its median is otherwise as noisy as the 0.05 bar), an 80 ms one tens."""
+    return max(repeats, int(budget_s / max(seconds_per_round, 1e-6)))
+
+
+def time_model(bm: BenchModel, repeats: int, budget_s: float = 0.0) -> list[dict[str, Any]]:
     """One row per clock (wall; process CPU, which other processes' load does not inflate)."""
     model = set_mixed_modes(bm.build())
     runners = _runners(model, bm.make_input())
     names = list(runners)
     for run in runners.values():  # warm-up: allocator, per-operator caches
         run()
+    start = time.perf_counter()  # a second, warm round sizes the rounds
+    for run in runners.values():
+        run()
+    repeats = rounds_for(time.perf_counter() - start, repeats, budget_s)
     wall: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(repeats):
@@ -88,6 +99,7 @@ def time_model(bm: BenchModel, repeats: int) -> list[dict[str, Any]]:
         {
             "model": bm.name,
             "clock": clock,
+            "rounds": repeats,
             "plain_ms": statistics.median(seconds["plain"]) * 1e3,
             "ours_ms": statistics.median(seconds["measure_flops"]) * 1e3,
             "ratios": _ratios(seconds),
@@ -109,30 +121,33 @@ def _fmt(pair: tuple[float, float]) -> str:
     return f"{pair[0]:.3f} [{pair[1]:.3f}]"
 
 
-def section(rows: list[dict[str, Any]], repeats: int) -> str:
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+def load_average() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+def section(rows: list[dict[str, Any]], command: str, load_start: float) -> str:
     lines = [
         "## measure_flops against the dispatch floor",
         "",
-        f"Run: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')} by "
-        f"`python benchmarks/bench_flops.py --floors --repeats {repeats}` on "
+        f"Run: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')} by `{command}` on "
         f"{platform.machine()}, {os.cpu_count()} logical cores, shared with other work "
-        f"(load average {load:.2f} at the end), torch {torch.__version__}, threads "
-        f"{torch.get_num_threads()}. Three runners per round in rotating order; ratios taken "
-        "within a round (load slows all three), median [IQR] over rounds. Floor = the forward "
-        "under an empty TorchDispatchMode.",
+        f"(load average {load_start:.2f} at the start, {load_average():.2f} at the end), torch "
+        f"{torch.__version__}, threads {torch.get_num_threads()}. Three runners per round in "
+        "rotating order; ratios taken within a round (load slows all three), median [IQR] over "
+        "rounds (as many as fit the time budget per model). Floor = the forward under an empty "
+        "TorchDispatchMode.",
         "",
-        "| model | clock | plain ms | measure_flops ms | floor / plain | measure_flops / plain "
-        "| measure_flops / floor | bar | holds |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        "| model | clock | rounds | plain ms | measure_flops ms | floor / plain "
+        "| measure_flops / plain | measure_flops / floor | bar | holds |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for row in rows:
         bar, ok = verdict(row)
         r = row["ratios"]
         lines.append(
-            f"| `{row['model']}` | {row['clock']} | {row['plain_ms']:.2f} | {row['ours_ms']:.2f} | "
-            f"{_fmt(r['floor/plain'])} | {_fmt(r['ours/plain'])} | {_fmt(r['ours/floor'])} | "
-            f"{bar} | {'yes' if ok else 'no'} |"
+            f"| `{row['model']}` | {row['clock']} | {row['rounds']} | {row['plain_ms']:.2f} | "
+            f"{row['ours_ms']:.2f} | {_fmt(r['floor/plain'])} | {_fmt(r['ours/plain'])} | "
+            f"{_fmt(r['ours/floor'])} | {bar} | {'yes' if ok else 'no'} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -161,12 +176,27 @@ def profile(name: str, calls: int = 20) -> None:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
 
 
-def floors_main(repeats: int, doc: Path | None, profile_model: str | None) -> None:
+def floors_main(
+    repeats: int,
+    doc: Path | None,
+    profile_model: str | None,
+    *,
+    budget_s: float = 12.0,
+    command: str = "python benchmarks/bench_flops.py --floors",
+) -> None:
+    """The bars on the three models, ``budget_s`` of timing rounds each (at least
+    ``repeats`` rounds); prints the section and writes it into ``doc`` when given."""
     if profile_model:
         profile(profile_model)
         return
-    rows = [row for bm in model_set("full") if bm.name in MODELS for row in time_model(bm, repeats)]
-    text = section(rows, repeats)
+    load_start = load_average()
+    rows = [
+        row
+        for bm in model_set("full")
+        if bm.name in MODELS
+        for row in time_model(bm, repeats, budget_s)
+    ]
+    text = section(rows, command, load_start)
     print(text)
     if doc is not None:
         write_section(doc, text)

@@ -97,9 +97,17 @@ def environment_fingerprint() -> dict[str, Any]:
 
 def environment_hash(fingerprint: dict[str, Any] | None = None) -> str:
     """A short stable hash of the environment fingerprint (sha256, 16 hex digits)."""
-    data = environment_fingerprint() if fingerprint is None else fingerprint
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    if fingerprint is None:
+        return _process_environment_hash()
+    canonical = json.dumps(fingerprint, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def _process_environment_hash() -> str:
+    """This process's hash, once: every report asks for it, and its fingerprint is cached
+    (environment_info), so hashing it again would only cost time (0.1 ms per report)."""
+    return environment_hash(environment_fingerprint())
 
 
 def runtime_state() -> RuntimeState:

@@ -7,6 +7,7 @@ the two are compared directly.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -201,11 +202,19 @@ def test_uncounted_operator_leaves_products_partial() -> None:
     assert report.product_flops.status == "partial" and report.product_flops.known_value == 128
 
 
-def test_split_formula_that_returns_an_int_is_uncounted() -> None:
+def _counter_replacing(packet: Any, formula: Any) -> OperatorCounter:
+    """A counter whose built-in formula for ``packet`` is ``formula`` (share unchanged): its
+    own copy of the table and no classifications shared with other counters."""
     counter = OperatorCounter()
+    counter._table = {**counter._table, packet: formula}
+    counter._entries, counter._funcs = {}, []
+    return counter
+
+
+def test_split_formula_that_returns_an_int_is_uncounted() -> None:
     packet = aten._scaled_dot_product_flash_attention_for_cpu
     assert PRODUCT_SHARE[packet] == "split"
-    counter._table[packet] = lambda args, kwargs, out: 10
+    counter = _counter_replacing(packet, lambda args, kwargs, out: 10)
     q = torch.randn(1, 1, 3, 2)
     with counter:
         F.scaled_dot_product_attention(q, q, q)
@@ -273,9 +282,8 @@ def test_package_formula_registered_after_a_count_is_seen() -> None:
 
 
 def test_split_formula_with_negative_part_is_uncounted() -> None:
-    counter = OperatorCounter()
     packet = aten._scaled_dot_product_flash_attention_for_cpu
-    counter._table[packet] = lambda args, kwargs, out: Flops(10, -5)
+    counter = _counter_replacing(packet, lambda args, kwargs, out: Flops(10, -5))
     q = torch.randn(1, 1, 3, 2)
     with counter:
         F.scaled_dot_product_attention(q, q, q)

@@ -145,3 +145,30 @@ def test_depthwise_separable_training_step() -> None:
     with FlopCounterMode(display=False) as mode:
         step()
     assert mode.get_total_flops() == products + 15 * 36864
+
+
+@pytest.mark.parametrize(
+    ("conv", "x_shape", "forward"),
+    [
+        # 1d, dilated: Lo = 20 - 2*(5-1) = 12; 2 * N3 * Cout6 * Cin4 * k5 * 12 = 8640
+        (nn.Conv1d(4, 6, 5, dilation=2), (3, 4, 20), 8640),
+        # 3d, strided, grouped: Do=Ho=Wo = (6-3)//2 + 1 = 2; 2 * N1 * 8 * 4/2 * 27 * 8 = 6912
+        (nn.Conv3d(4, 8, 3, stride=2, groups=2), (1, 4, 6, 6, 6), 6912),
+        # transposed 1d: over the input's 7 positions; weight (4, 3, 3): 2 * N2 * 4*3 * 3 * 7
+        (nn.ConvTranspose1d(4, 3, 3, stride=2), (2, 4, 7), 1008),
+    ],
+)
+def test_forward_formula_is_torch_arithmetic(conv, x_shape, forward) -> None:
+    """The forward formula reads the shapes off the tensors; it must equal torch's
+    conv_flop_count (what FlopCounterMode reports) and the hand count."""
+    x = torch.randn(x_shape)
+
+    def workload() -> None:
+        with torch.no_grad():
+            conv(x)
+
+    with FlopCounterMode(display=False) as torch_mode:
+        workload()
+    report = measure_flops(workload)
+    assert report.by_operator["aten.convolution"].flops.value == forward
+    assert torch_mode.get_total_flops() == forward

@@ -160,3 +160,29 @@ def test_polar_counts_cos_sin_and_two_multiplies() -> None:
     magnitude, angle = torch.ones(3, 5), torch.randn(3, 5)
     # 15 complex outputs x (cos + sin + 2 multiplies) = 60
     assert measure_flops(lambda: torch.polar(magnitude, angle)).total.value == 60
+
+
+def test_fused_encoder_layer_exact_and_repeated_shapes_counted_each_call() -> None:
+    """The fused layer's count is kept per distinct shape key: a second call of the same
+    shape (a cache hit) and a new sequence length (a miss) each count in full."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True).eval()
+    long, short = torch.randn(2, 10, 32), torch.randn(2, 6, 32)
+
+    def workload() -> None:
+        with torch.no_grad():
+            layer(long), layer(long), layer(short)
+
+    report = measure_flops(workload)
+    fused = report.by_operator["aten._transformer_encoder_layer_fwd"]
+    # seq 10 (tokens 20, d 8, scores 2*4*10*10 = 800): products = in/out projections
+    # 4 * 2*20*32*32 = 163840 + attention 2 * 2*800*8 = 25600 + feed-forward 2 * 2*20*32*64 =
+    # 163840 -> 353280; other = qkv bias 20*96 = 1920 + q/k scaling 2*(2*4*10*8) = 1280 +
+    # softmax 5*800 = 4000 + activation 20*64 = 1280 + two layer norms 2 * 640*(4+2+2) =
+    # 10240 + two residual adds 2*640 = 1280 -> 20000; total 373280.
+    # seq 6 (tokens 12, scores 288): products 98304 + 9216 + 98304 = 205824; other 1152 + 768
+    # + 1440 + 768 + 6144 + 768 = 11040; total 216864.
+    assert fused.calls == 3
+    assert fused.flops.value == 2 * 373280 + 216864
+    assert report.product_flops is not None
+    assert report.product_flops.value == 2 * 353280 + 205824

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import gc
+
+import pytest
 import torch
 import torch.nn as nn
 
-from torchscan_stages.analysis.operators import OperatorCounter, _roll_up, measure_flops
+from torchscan_stages import FlopReport
+from torchscan_stages.analysis.operators import (
+    OperatorCounter,
+    _ModuleStack,
+    _roll_up,
+    measure_flops,
+)
 
 
 class _Inner(nn.Module):
@@ -122,3 +131,68 @@ def test_modules_inside_an_uncalled_container_get_their_full_path() -> None:
     assert report.by_module["Stack.layers.1"].value == 32
     assert report.by_module["Stack.layers"].value == 64 and report.by_module["Stack"].value == 64
     assert "Linear" not in report.by_module
+
+
+def test_module_stack_names_what_named_modules_names() -> None:
+    """The tracker's own walk gives each module the path ``named_modules`` gives it: a shared
+    module once at its first path, an empty container (falsy: len 0) kept, a ``None`` child
+    skipped."""
+    shared = nn.Linear(2, 2)
+    model = nn.Sequential(
+        nn.Sequential(shared, nn.ModuleList()),
+        nn.ModuleDict({"b": nn.ReLU(), "a": shared}),
+        shared,
+    )
+    model.register_module("missing", None)
+    tracker = _ModuleStack()
+    assert tracker._name(model) == "Sequential"
+    expected = {id(m): path for path, m in model.named_modules(prefix="Sequential")}
+    assert tracker._names == expected
+    # root, 0, 0.0 (shared), 0.1 (empty list), 1, 1.b -- "1.a" and "2" are shared again
+    assert sorted(tracker._names.values()) == [
+        "Sequential",
+        "Sequential.0",
+        "Sequential.0.0",
+        "Sequential.0.1",
+        "Sequential.1",
+        "Sequential.1.b",
+    ]
+    tracker.__exit__()
+
+
+def test_report_fields_are_what_validation_would_make() -> None:
+    """report() builds its FlopReport without re-validating typed parts: validating its dump
+    gives an equal report, with every field set."""
+    report = measure_flops(_nograd(_Outer().eval(), torch.randn(1, 4)), name="outer")
+    assert FlopReport.model_validate(report.model_dump()) == report
+    assert report.model_fields_set == set(FlopReport.model_fields)
+
+
+def test_name_that_is_not_a_string_is_refused_before_the_workload_runs() -> None:
+    ran = []
+    with pytest.raises(TypeError, match="name must be a str or None, got int 3"):
+        measure_flops(lambda: ran.append(1), name=3)  # type: ignore[arg-type]
+    assert ran == []
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_collector_paused_during_the_workload_and_restored(collecting: bool) -> None:
+    seen: list[bool] = []
+
+    def workload() -> torch.Tensor:
+        seen.append(gc.isenabled())
+        return torch.ones(2) * 2
+
+    def failing() -> None:
+        raise ValueError("boom")
+
+    was = gc.isenabled()
+    (gc.enable if collecting else gc.disable)()
+    try:
+        measure_flops(workload)
+        assert seen == [False] and gc.isenabled() is collecting
+        with pytest.raises(ValueError, match="boom"):
+            measure_flops(failing)
+        assert gc.isenabled() is collecting
+    finally:
+        (gc.enable if was else gc.disable)()

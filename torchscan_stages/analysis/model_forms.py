@@ -61,11 +61,16 @@ def data_free_kind(values: Iterable[Any]) -> str | None:
     """``"meta"`` or ``"fake"`` when the first tensor among ``values`` holds no data."""
     for item in tree_flatten(list(values))[0]:
         if isinstance(item, torch.Tensor):
-            if item.device.type == "meta":
-                return "meta"
-            if type(item).__name__ == "FakeTensor":
-                return "fake"
-            return None
+            return tensor_data_kind(item)
+    return None
+
+
+def tensor_data_kind(tensor: torch.Tensor) -> str | None:
+    """``"meta"`` or ``"fake"`` when ``tensor`` holds no data, else None."""
+    if tensor.device.type == "meta":
+        return "meta"
+    if type(tensor).__name__ == "FakeTensor":
+        return "fake"
     return None
 
 

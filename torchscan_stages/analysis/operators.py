@@ -26,28 +26,29 @@ per counter; torch's global registry is never modified.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry as _torch_flop_registry
 from torch.utils.flop_counter import shape_wrapper as _torch_shape_wrapper
 
 from ..measure.lazy import lazy_output_diagnostic
 from ..provenance import build_provenance
 from ..report import (
+    SCHEMA_VERSION,
     Diagnostic,
     FlopReport,
     IgnoredOperator,
     IncompleteAnalysisError,
     MetricResult,
     OperatorCount,
+    trusted_construct,
 )
-from ._gc import gc_paused
-from .model_forms import data_free_kind, without_data_diagnostics
+from .model_forms import tensor_data_kind, without_data_diagnostics
 from .operator_formulas import CONVENTIONS, FORMULAS, IGNORED, PRODUCT_SHARE, Flops, RawFormula
 
 __all__ = [
@@ -193,10 +194,32 @@ def _adapt_torch_formula(formula: Callable[..., int]) -> RawFormula:
 # torch's register_flop_formula are theirs: they win over this package's and their product
 # share is unknown
 _TORCH_BUILTIN = frozenset(_torch_flop_registry)
-_BASE: tuple[tuple[int, int], dict[Any, RawFormula], dict[Any, int]] | None = None
 
 
-def _base_tables() -> tuple[dict[Any, RawFormula], dict[Any, int]]:
+@dataclass(slots=True)
+class _Base:
+    """The merged tables of one registry state, and the classifications made against them.
+
+    ``entries`` (keyed by ``id(func)``) is shared by every counter without a custom mapping:
+    an operator's outcome depends only on these tables, so each operator is classified once
+    per process instead of once per ``measure_flops`` call. ``funcs`` keeps every classified
+    operator alive, so an id is never reused for another operator.
+    """
+
+    key: tuple[int, int]
+    table: dict[Any, RawFormula]
+    shares: dict[Any, int]
+    entries: dict[int, Entry] = field(default_factory=dict)
+    funcs: list[Any] = field(default_factory=list)
+
+
+_BASE: _Base | None = None
+# packet name -> why it counts 0 FLOPs; depends only on IGNORED and the namespace, never on a
+# counter's custom mapping (a custom formula makes the operator counted, not ignored)
+_IGNORED_REASONS: dict[str, str] = {}
+
+
+def _base_tables() -> _Base:
     """The merged formula table and product shares, rebuilt only when a registry grows.
 
     Building them hashes every packet through Python-level ``__hash__``, which cost more than
@@ -210,7 +233,7 @@ def _base_tables() -> tuple[dict[Any, RawFormula], dict[Any, int]]:
     global _BASE
     key = (len(_torch_flop_registry), len(FORMULAS))
     base = _BASE
-    if base is None or base[0] != key:
+    if base is None or base.key != key:
         shipped = {k: fn for k, fn in _torch_flop_registry.items() if k in _TORCH_BUILTIN}
         added = {k: fn for k, fn in _torch_flop_registry.items() if k not in _TORCH_BUILTIN}
         table = {
@@ -222,8 +245,8 @@ def _base_tables() -> tuple[dict[Any, RawFormula], dict[Any, int]]:
         for packet in FORMULAS:
             shares[packet] = _SHARE_CODES[PRODUCT_SHARE.get(packet, "none")]
         shares.update(dict.fromkeys(added, _P_UNKNOWN))
-        base = _BASE = (key, table, shares)
-    return base[1], base[2]
+        base = _BASE = _Base(key, table, shares)
+    return base
 
 
 # ------------------------------------------------------------------------------ counter
@@ -247,9 +270,10 @@ class _CountingMode(TorchDispatchMode):
     def _should_skip_dynamo(cls) -> bool:
         # torch wraps every subclass's __torch_dispatch__ in torch._dynamo.disable (two
         # more Python frames and four eval-frame swaps per operator, about a quarter of the
-        # dispatch floor's overhead). The wrapper keeps Dynamo from tracing the handler; a
-        # workload that compiles and runs torch.compile'd code under this mode still counts
-        # what eager counts (tests/analysis/test_operators_overhead.py).
+        # dispatch floor's overhead). The wrapper keeps Dynamo from tracing the handler;
+        # _never_compiled does the same on the code object, so a workload that compiles and
+        # runs torch.compile'd code under this mode still counts what eager counts, without a
+        # warning (tests/analysis/test_operators_overhead.py).
         return False
 
     def __init__(self, counter: OperatorCounter) -> None:
@@ -279,7 +303,7 @@ class _CountingMode(TorchDispatchMode):
             kind = _UNCOUNTED
         out = call(*args, **kwargs)
         if counter.data_kind is _UNSEEN:  # first operator only: real, meta or fake tensors?
-            counter.data_kind = data_free_kind([args, out]) if _has_tensor(args, out) else _UNSEEN
+            counter._see_data(args, out)
         counter.grad_modes.add(_grad_enabled())
         stack = counter._owner_stack
         if stack is not None:
@@ -311,12 +335,46 @@ class _CountingMode(TorchDispatchMode):
         return out
 
 
+def _never_compiled(code: Any) -> None:
+    """Keep Dynamo from compiling the dispatch hook and anything it calls.
+
+    What torch's ``_dynamo.disable`` wrapper does, set on the code object instead (the C
+    eval-frame hook reads it only while Dynamo runs), so eager counting pays nothing. Without
+    it a workload that compiles under the counter would make Dynamo trace the hook, warn that
+    it cannot trace the operator call, and fall back.
+    """
+    try:
+        from torch._C._dynamo.eval_frame import (
+            _FrameAction,
+            _FrameExecStrategy,
+            set_code_exec_strategy,
+        )
+    except ImportError:  # a torch build without Dynamo: nothing would compile the hook
+        return
+    set_code_exec_strategy(code, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP))
+
+
+_never_compiled(_CountingMode.__torch_dispatch__.__code__)
 _grad_enabled = torch.is_grad_enabled
 _UNSEEN = "unseen"
 
 
-def _has_tensor(*values: Any) -> bool:
-    return any(isinstance(v, torch.Tensor) for v in tree_flatten(list(values))[0])
+def _first_tensor(value: Any) -> torch.Tensor | None:
+    """The first tensor in ``value`` in pytree order (operator arguments and outputs nest in
+    lists, tuples and at most dicts), without flattening everything the way tree_flatten does."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (list, tuple)):
+        items: Any = value
+    elif isinstance(value, dict):
+        items = value.values()
+    else:
+        return None
+    for item in items:
+        found = _first_tensor(item)
+        if found is not None:
+            return found
+    return None
 
 
 def _whole_flops(value: Any) -> int:
@@ -359,11 +417,21 @@ class OperatorCounter:
             for key, fn in custom.items()
             if isinstance(key, torch._ops.OpOverload)
         }
-        table, shares = _base_tables()
-        self._table: dict[Any, RawFormula] = dict(table)  # dict copies keep the stored hashes
-        self._shares: dict[Any, int] = dict(shares)
-        for key, fn in custom.items():
-            if isinstance(key, torch._ops.OpOverloadPacket):
+        base = _base_tables()
+        self._table: dict[Any, RawFormula] = base.table  # read only, unless copied below
+        self._shares: dict[Any, int] = base.shares
+        # keyed by id(func): OpOverload hashes in Python; _funcs keeps every key's operator
+        # alive, so an id is never reused while this counter lives. Without a custom mapping
+        # the classifications are the registry's, shared with every such counter.
+        self._entries: dict[int, Entry] = base.entries
+        self._funcs: list[Any] = base.funcs
+        packets = {k: fn for k, fn in custom.items() if not isinstance(k, torch._ops.OpOverload)}
+        if custom:
+            self._entries, self._funcs = {}, []
+        if packets:
+            self._table = {**self._table}  # dict copies keep the stored hashes
+            self._shares = {**self._shares}
+            for key, fn in packets.items():
                 self._table[key] = _adapt_user_formula(fn)
                 self._shares[key] = _P_UNKNOWN
         self._owner = owner
@@ -372,12 +440,8 @@ class OperatorCounter:
         self._owner_stack: list[str] | None = None
         if getattr(owner, "__func__", None) is _ModuleStack.current:
             self._owner_stack = owner.__self__.stack  # type: ignore[union-attr]
-        # keyed by id(func): OpOverload hashes in Python; _funcs keeps every key's operator
-        # alive, so an id is never reused while this counter lives
-        self._entries: dict[int, Entry] = {}
-        self._funcs: list[Any] = []
         self._by_owner: dict[OwnerKey | None, OwnerOps] = {}
-        self._ignored_reasons: dict[str, str] = {}
+        self._ignored_reasons = _IGNORED_REASONS
         self._uncounted_overloads: dict[str, set[str]] = {}
         self._formula_errors: dict[str, str] = {}
         self._mode: _CountingMode | None = None
@@ -429,6 +493,14 @@ class OperatorCounter:
         self._entries[id(func)] = entry
         self._funcs.append(func)
         return entry
+
+    def _see_data(self, args: tuple[Any, ...], out: Any) -> None:
+        """Whether the tensors hold data (real, or meta / fake), from the first one met."""
+        first = _first_tensor(args)
+        if first is None:
+            first = _first_tensor(out)
+        if first is not None:
+            self.data_kind = tensor_data_kind(first)
 
     def _formula_failed(self, func: Any, name: str, ops: OwnerOps, error: Exception) -> None:
         """A formula raised or answered nonsense: the operator is uncounted, with why."""
@@ -487,10 +559,9 @@ class OperatorCounter:
 
     def uncounted_diagnostics(self, *, metric: str = "operator_flops") -> list[Diagnostic]:
         """One ``uncounted_operator`` diagnostic per packet without a (working) formula."""
-        calls: dict[str, int] = {}
-        for ops in self._by_owner.values():
-            for name, count in ops.uncounted_calls.items():
-                calls[name] = calls.get(name, 0) + count
+        return self._uncounted_diagnostics(self._tally().uncounted, metric)
+
+    def _uncounted_diagnostics(self, calls: dict[str, int], metric: str) -> list[Diagnostic]:
         diagnostics = []
         for name in sorted(calls):
             overloads = sorted(self._uncounted_overloads.get(name, ()))
@@ -519,41 +590,35 @@ class OperatorCounter:
 
     def unclassified_diagnostics(self) -> list[Diagnostic]:
         """One ``unclassified_operator`` diagnostic per custom formula of unknown product share."""
-        calls: dict[str, int] = {}
+        return _unclassified_diagnostics(self._tally().unclassified)
+
+    def _tally(self) -> _Tally:
+        """Every owner's counts summed by operator, in one pass."""
+        tally = _Tally()
+        calls, op_flops, uncounted = tally.calls, tally.op_flops, tally.uncounted
         for ops in self._by_owner.values():
-            for name, count in ops.unclassified_calls.items():
-                calls[name] = calls.get(name, 0) + count
-        return [
-            Diagnostic(
-                code="unclassified_operator",
-                severity="info",
-                metric="product_flops",
-                operator=name,
-                count=calls[name],
-                message=(
-                    f"{name} ran {calls[name]} time(s) with a formula from custom_mapping or "
-                    "torch's register_flop_formula that returned a plain count; how much of it "
-                    "is tensor products is unknown, so product_flops is a lower bound (the "
-                    "total is unaffected). Return Flops(products, other) from the formula "
-                    "(torchscan_stages.analysis.operators.Flops) to declare it."
-                ),
-            )
-            for name in sorted(calls)
-        ]
+            tally.flops += ops.flops
+            tally.products += ops.product_flops
+            for op, count in ops.counted_calls.items():
+                calls[op] = calls.get(op, 0) + count
+                op_flops[op] = op_flops.get(op, 0) + ops.op_flops.get(op, 0)
+            if ops.uncounted_calls:
+                for op, count in ops.uncounted_calls.items():
+                    uncounted[op] = uncounted.get(op, 0) + count
+            if ops.unclassified_calls:
+                for op, count in ops.unclassified_calls.items():
+                    tally.unclassified[op] = tally.unclassified.get(op, 0) + count
+            for op, count in ops.ignored_calls.items():
+                tally.ignored[op] = tally.ignored.get(op, 0) + count
+        return tally
 
     def total(self, *, scope: str = "forward") -> MetricResult:
-        flops = sum(ops.flops for ops in self._by_owner.values())
-        if all(ops.complete for ops in self._by_owner.values()):
-            return MetricResult.complete(flops, unit=UNIT, scope=scope, method=METHOD)
-        return MetricResult.partial(flops, unit=UNIT, scope=scope, method=METHOD)
+        return self._tally().total(scope)
 
     def product_total(self, *, scope: str = "forward") -> MetricResult:
         """The tensor-product share: complete only when the total is and every counted
         operator's share is known."""
-        flops = sum(ops.product_flops for ops in self._by_owner.values())
-        if all(ops.complete and not ops.unclassified_calls for ops in self._by_owner.values()):
-            return MetricResult.complete(flops, unit=UNIT, scope=scope, method=METHOD)
-        return MetricResult.partial(flops, unit=UNIT, scope=scope, method=METHOD)
+        return self._tally().product_total(scope)
 
     def report(
         self, *, name: str | None = None, scope: str = "forward", module_rollup: bool = False
@@ -563,20 +628,16 @@ class OperatorCounter:
         ``by_module`` holds one entry per owner key; with ``module_rollup`` each dotted key
         also receives the work of its dotted descendants (``a`` includes ``a.b``).
         """
-        calls: dict[str, int] = {}
-        op_flops: dict[str, int] = {}
-        uncounted: dict[str, int] = {}
-        ignored: dict[str, int] = {}
-        for ops in self._by_owner.values():
-            for op, count in ops.counted_calls.items():
-                calls[op] = calls.get(op, 0) + count
-                op_flops[op] = op_flops.get(op, 0) + ops.op_flops.get(op, 0)
-            for op, count in ops.uncounted_calls.items():
-                uncounted[op] = uncounted.get(op, 0) + count
-            for op, count in ops.ignored_calls.items():
-                ignored[op] = ignored.get(op, 0) + count
+        _check_name(name)
+        tally = self._tally()
+        calls, op_flops, uncounted, ignored = (
+            tally.calls,
+            tally.op_flops,
+            tally.uncounted,
+            tally.ignored,
+        )
         by_operator: dict[str, OperatorCount] = {}
-        for op in sorted(set(calls) | set(uncounted)):
+        for op in sorted({**calls, **uncounted}):
             flops = op_flops.get(op, 0)
             if op not in uncounted:
                 result = MetricResult.complete(flops, unit=UNIT, scope=scope, method=METHOD)
@@ -584,26 +645,40 @@ class OperatorCounter:
                 result = MetricResult.partial(flops, unit=UNIT, scope=scope, method=METHOD)
             else:
                 result = MetricResult.unavailable(unit=UNIT, scope=scope, method=METHOD)
-            by_operator[op] = OperatorCount(
-                calls=calls.get(op, 0) + uncounted.get(op, 0), flops=result
-            )
-        report = FlopReport(
-            provenance=build_provenance(),
-            name=name,
-            total=self.total(scope=scope),
-            product_flops=self.product_total(scope=scope),
-            by_operator=by_operator,
-            by_module={},
-            ignored_operators=[
-                IgnoredOperator(operator=op, calls=ignored[op], reason=self.ignored_reason(op))
-                for op in sorted(ignored)
-            ],
-            diagnostics=self.uncounted_diagnostics() + self.unclassified_diagnostics(),
-            conventions={"flop": BASE_CONVENTION, "products": PRODUCTS_CONVENTION, **CONVENTIONS},
+            count = calls.get(op, 0) + uncounted.get(op, 0)  # typed: see the report below
+            by_operator[op] = trusted_construct(OperatorCount, {"calls": count, "flops": result})
+        diagnostics = self._uncounted_diagnostics(uncounted, "operator_flops") if uncounted else []
+        if tally.unclassified:
+            diagnostics += _unclassified_diagnostics(tally.unclassified)
+        # every field is built typed here (MetricResults through their validating
+        # constructors): pydantic would only check them again, thousands for by_module
+        return trusted_construct(
+            FlopReport,
+            {
+                "schema_version": SCHEMA_VERSION,
+                "provenance": build_provenance(),
+                "diagnostics": diagnostics,
+                "kind": "flops",
+                "name": name,
+                "total": tally.total(scope),
+                "product_flops": tally.product_total(scope),
+                "by_operator": by_operator,
+                "by_module": self._by_module(scope, module_rollup),
+                "ignored_operators": [
+                    trusted_construct(
+                        IgnoredOperator,
+                        {"operator": op, "calls": ignored[op], "reason": self.ignored_reason(op)},
+                    )
+                    for op in sorted(ignored)
+                ],
+                "workload_calls": 1,
+                "conventions": {
+                    "flop": BASE_CONVENTION,
+                    "products": PRODUCTS_CONVENTION,
+                    **CONVENTIONS,
+                },
+            },
         )
-        # by_module holds one MetricResult per module (thousands), each already validated by
-        # MetricResult's constructors; pydantic would validate every one again
-        return report.model_copy(update={"by_module": self._by_module(scope, module_rollup)})
 
     def _by_module(self, scope: str, rollup: bool) -> dict[str, MetricResult]:
         sums: dict[str, list[int]] = {}  # key -> [flops, uncounted calls]
@@ -625,6 +700,54 @@ class OperatorCounter:
                 )
             out[key] = result
         return out
+
+
+def _check_name(name: object) -> None:
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str or None, got {type(name).__name__} {name!r}")
+
+
+@dataclass(slots=True)
+class _Tally:
+    """A counter's owners summed: totals, and calls / FLOPs per operator name."""
+
+    flops: int = 0
+    products: int = 0
+    calls: dict[str, int] = field(default_factory=dict)
+    op_flops: dict[str, int] = field(default_factory=dict)
+    uncounted: dict[str, int] = field(default_factory=dict)
+    unclassified: dict[str, int] = field(default_factory=dict)
+    ignored: dict[str, int] = field(default_factory=dict)
+
+    def total(self, scope: str) -> MetricResult:
+        if self.uncounted:
+            return MetricResult.partial(self.flops, unit=UNIT, scope=scope, method=METHOD)
+        return MetricResult.complete(self.flops, unit=UNIT, scope=scope, method=METHOD)
+
+    def product_total(self, scope: str) -> MetricResult:
+        if self.uncounted or self.unclassified:
+            return MetricResult.partial(self.products, unit=UNIT, scope=scope, method=METHOD)
+        return MetricResult.complete(self.products, unit=UNIT, scope=scope, method=METHOD)
+
+
+def _unclassified_diagnostics(calls: dict[str, int]) -> list[Diagnostic]:
+    return [
+        Diagnostic(
+            code="unclassified_operator",
+            severity="info",
+            metric="product_flops",
+            operator=name,
+            count=calls[name],
+            message=(
+                f"{name} ran {calls[name]} time(s) with a formula from custom_mapping or "
+                "torch's register_flop_formula that returned a plain count; how much of it "
+                "is tensor products is unknown, so product_flops is a lower bound (the "
+                "total is unaffected). Return Flops(products, other) from the formula "
+                "(torchscan_stages.analysis.operators.Flops) to declare it."
+            ),
+        )
+        for name in sorted(calls)
+    ]
 
 
 def _roll_up(sums: dict[str, list[int]]) -> None:
@@ -689,12 +812,25 @@ class _ModuleStack:
             return names[key]
         name = names.get(key) or type(module).__name__
         alive = self._alive
-        for path, sub in module.named_modules(prefix=name):
+        # named_modules' preorder walk with one list instead of one generator per module (a
+        # third of its cost on a deep tree); the same paths in the same order
+        memo: set[int] = set()
+        todo = [(name, module)]
+        while todo:
+            path, sub = todo.pop()
             sub_key = id(sub)
+            if sub_key in memo:
+                continue
+            memo.add(sub_key)
             if sub_key not in names:
                 names[sub_key] = path
                 alive.append(sub)
             seen.add(sub_key)
+            children = sub._modules
+            if children:
+                named = [(f"{path}.{n}", c) for n, c in children.items() if c is not None]
+                named.reverse()
+                todo.extend(named)
         return name
 
     def _push(self, name: str) -> None:
@@ -735,8 +871,8 @@ class _ModuleStack:
         return [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad]
 
     def _pre_hook(self, module: torch.nn.Module, inputs: Any) -> None:
-        key = id(module)
-        name = self._names[key] if key in self._seen else self._name(module)
+        # every named module is also seen (a subtree is named whole): one lookup per call
+        name = self._names.get(id(module)) or self._name(module)
         self.stack.append(name)
         if _grad_enabled():
             tensors = self._grad_tensors(inputs)
@@ -746,8 +882,8 @@ class _ModuleStack:
                 )
 
     def _post_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
-        key = id(module)
-        name = self._names[key] if key in self._seen else self._name(module)
+        # every named module is also seen (a subtree is named whole): one lookup per call
+        name = self._names.get(id(module)) or self._name(module)
         stack = self.stack
         if stack and stack[-1] == name:  # the common case: properly nested
             stack.pop()
@@ -822,16 +958,26 @@ def count_workload(
     if not callable(workload):
         raise TypeError(f"workload must be a zero-argument callable, got {type(workload).__name__}")
     custom = classify_custom_mapping(custom_mapping)
+    _check_name(name)
     tracker = _ModuleStack()
     counter = OperatorCounter(custom, owner=tracker.current)
-    with gc_paused():  # see _gc: keeps the per-module cost flat on large models
+    # the collector paused as _gc.gc_paused does (keeps the per-module cost flat on large
+    # models), written out: its generator-based context manager cost a tenth of the fixed cost
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
         with tracker, counter:
             output = workload()
-        lazy = lazy_output_diagnostic(output, "operator_flops")
+        # a tensor or None is never deferred work: skip the generator / iterator checks
+        plain = output is None or isinstance(output, torch.Tensor)
+        lazy = None if plain else lazy_output_diagnostic(output, "operator_flops")
         del output
         report = counter.report(name=name, scope="workload", module_rollup=True)
-        kind = None if counter.data_kind == _UNSEEN else counter.data_kind
-        report.diagnostics[:0] = without_data_diagnostics(kind)
+    finally:
+        if collecting:
+            gc.enable()
+    if counter.data_kind not in (_UNSEEN, None):
+        report.diagnostics[:0] = without_data_diagnostics(counter.data_kind)
     _mark_no_work(report, lazy, _no_arithmetic(report))
     modes = counter.grad_modes
     return report, (True in modes) if modes else None

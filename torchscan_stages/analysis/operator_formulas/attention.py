@@ -199,17 +199,13 @@ def _native_mha(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flop
 register_formula(_native_mha, "_native_multi_head_attention", products="split")
 
 
-def _encoder_layer(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
-    """_transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_w, qkv_b, proj_w, proj_b,
-    use_gelu, norm_first, eps, norm_w1, norm_b1, norm_w2, norm_b2, ffn_w1, ffn_b1, ffn_w2,
-    ffn_b2, mask, mask_type): self-attention (need_weights=False), two residual adds, two
-    layer norms, linear1 + activation + linear2."""
-    src = args[0]
-    batch, seq = _batch_seq(src)
-    embed, heads = int(args[1]), int(args[2])
-    hidden = int(args[14].shape[0])
+def encoder_layer_flops(
+    batch: int, seq: int, embed: int, heads: int, hidden: int, masked: bool, affine: tuple[int, int]
+) -> Flops:
+    """One fused encoder layer: self-attention (need_weights=False), two residual adds, two
+    layer norms (``affine``: how many of weight and bias each has), linear1 + activation +
+    linear2."""
     tokens = batch * seq
-    masked = arg(args, kwargs, 18, "mask", None) is not None
     attention = multi_head_attention_flops(
         batch=batch,
         s_q=seq,
@@ -221,14 +217,30 @@ def _encoder_layer(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> F
         average_weights=False,
         packed_bias=True,
     )
-    norms = sum(
-        norm_forward_flops(
-            tokens * embed, stats=True, affine=int(w is not None) + int(b is not None)
-        )
-        for w, b in ((args[10], args[11]), (args[12], args[13]))
-    )
+    norms = sum(norm_forward_flops(tokens * embed, stats=True, affine=a) for a in affine)
     feed_forward = Flops(_mm(tokens, embed, hidden) + _mm(tokens, hidden, embed), tokens * hidden)
     return attention + feed_forward + Flops(0, norms + 2 * tokens * embed)
+
+
+_ENCODER_LAYERS: dict[tuple[Any, ...], Flops] = {}  # a model repeats one layer shape
+
+
+def _encoder_layer(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Flops:
+    """_transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_w, qkv_b, proj_w, proj_b,
+    use_gelu, norm_first, eps, norm_w1, norm_b1, norm_w2, norm_b2, ffn_w1, ffn_b1, ffn_w2,
+    ffn_b2, mask, mask_type). The count depends on a few sizes and flags, so it is computed
+    once per distinct key (Flops is frozen: sharing it is safe)."""
+    batch, seq = _batch_seq(args[0])
+    w1, b1, w2, b2 = args[10:14]
+    affine = ((w1 is not None) + (b1 is not None), (w2 is not None) + (b2 is not None))
+    masked = arg(args, kwargs, 18, "mask", None) is not None
+    key = (batch, seq, int(args[1]), int(args[2]), int(args[14].shape[0]), masked, affine)
+    flops = _ENCODER_LAYERS.get(key)
+    if flops is None:
+        if len(_ENCODER_LAYERS) >= 1024:  # bounded: sizes that vary call after call
+            _ENCODER_LAYERS.clear()
+        flops = _ENCODER_LAYERS[key] = encoder_layer_flops(*key)
+    return flops
 
 
 register_formula(_encoder_layer, "_transformer_encoder_layer_fwd", products="split")

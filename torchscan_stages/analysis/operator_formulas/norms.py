@@ -29,7 +29,12 @@ GRAD_INPUT, GRAD_INPUT_FROZEN, GRAD_WEIGHT, GRAD_BIAS = 8, 2, 2, 1
 
 
 def _affine(*tensors: Any) -> int:
-    return sum(1 for tensor in tensors if tensor is not None)
+    """How many of weight and bias are present (a loop: no generator on a per-operator path)."""
+    present = 0
+    for tensor in tensors:
+        if tensor is not None:
+            present += 1
+    return present
 
 
 def norm_forward_flops(
