@@ -156,16 +156,16 @@ def encode_layers(layers: list[LayerRecord]) -> dict[str, Any]:
 
 def encode_report(report: BaseModel, schema_version: int) -> dict[str, Any]:
     """The compact document of any report: defaults left out, analysis layers column-wise."""
-    is_analysis = isinstance(report, AnalysisReport)
+    analysis = report if isinstance(report, AnalysisReport) else None
     body = report.model_dump(
-        mode="json", exclude_defaults=True, exclude={"layers"} if is_analysis else None
+        mode="json", exclude_defaults=True, exclude={"layers"} if analysis else None
     )
     body.pop("kind", None)
     body.pop("schema_version", None)
     kind = report.kind  # type: ignore[attr-defined]  # every report model has one
     document = {"kind": kind, "schema_version": schema_version, **body}
-    if is_analysis:
-        document["layers"] = encode_layers(report.layers)  # last: the bulk of the file
+    if analysis is not None:
+        document["layers"] = encode_layers(analysis.layers)  # last: the bulk of the file
     return document
 
 
