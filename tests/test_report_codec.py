@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,17 @@ from torchscan_stages.report_codec import (
 )
 
 DATA = Path(__file__).parent / "data"
+LONG = os.environ.get("TORCHSCAN_LONG_PROPERTIES") == "1"  # as in test_properties.py
+
+
+def _settings(ci_examples: int) -> Any:
+    return settings(
+        max_examples=ci_examples * 25 if LONG else ci_examples,
+        derandomize=not LONG,
+        deadline=None,  # the host is shared and loaded: never a time limit per example
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
 
 
 class Mystery(nn.Module):
@@ -301,7 +313,7 @@ def _stack(kinds: list[str], width: int) -> nn.Module:
     return nn.Sequential(*parts)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@_settings(ci_examples=25)
 @given(
     kinds=st.lists(LAYERS, min_size=0, max_size=8),
     width=st.integers(min_value=1, max_value=6),
@@ -345,7 +357,7 @@ VALUES = st.none() | st.booleans() | st.integers(-3, 2**64) | st.floats() | st.t
 COMPACT = _compact(REPORTS["analysis"])
 
 
-@settings(max_examples=150, deadline=None)
+@_settings(ci_examples=150)
 @given(st.data())
 def test_damaged_columns_load_like_pydantic_or_fail_in_one_line(data: st.DataObject) -> None:
     """The fast path accepts exactly what pydantic accepts, with an equal report."""

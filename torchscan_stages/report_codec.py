@@ -250,12 +250,12 @@ def _check_indexes(columns: dict[str, list[Any]], tables: dict[str, Any]) -> Non
         if name not in columns:
             continue
         size = len(tables.get(table_name, []))
-        distinct = set(columns[name]) if _hashable(columns[name]) else None
-        if distinct is not None:
-            distinct.discard(None if name in _NULLABLE else 0.5)
-            if all(type(i) is int for i in distinct) and (
-                not distinct or (min(distinct) >= 0 and max(distinct) < size)
-            ):
+        column, nullable = columns[name], name in _NULLABLE
+        # types first, over the whole column: a set would merge 0.0 and True into 0 and 1
+        if all(type(i) is int or (i is None and nullable) for i in column):
+            distinct = set(column)
+            distinct.discard(None)
+            if not distinct or (min(distinct) >= 0 and max(distinct) < size):
                 used.setdefault(table_name, set()).update(distinct)
                 continue
         _raise_bad_index(name, columns[name], table_name, size)
@@ -266,10 +266,6 @@ def _check_indexes(columns: dict[str, list[Any]], tables: dict[str, Any]) -> Non
 
 
 _NULLABLE = ("output", "operator_flops")
-
-
-def _hashable(column: list[Any]) -> bool:
-    return all(value is None or type(value) in (int, float, str, bool) for value in column)
 
 
 def _raise_bad_index(name: str, column: list[Any], table_name: str, size: int) -> None:
