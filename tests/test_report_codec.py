@@ -382,3 +382,44 @@ def test_damaged_columns_load_like_pydantic_or_fail_in_one_line(data: st.DataObj
     event("accepted")
     assert loaded == expected
     assert all(isinstance(r, LayerRecord) for r in loaded.layers)  # type: ignore[union-attr]
+
+
+FIELD_BY_FIELD = [json.loads(r.model_dump_json()) for r in REPORTS.values()]
+
+
+def _like(value: Any) -> st.SearchStrategy[Any]:
+    """A random value of the same JSON type (finite: strict JSON has no NaN to write)."""
+    if isinstance(value, bool):
+        return st.booleans()
+    if isinstance(value, int):
+        return st.integers(0, 2**40)
+    if isinstance(value, float):
+        return st.floats(0, 1e12)
+    if isinstance(value, str):
+        return st.text(max_size=6)
+    return st.none() | st.integers(0, 9) | st.text(max_size=3)
+
+
+@_settings(ci_examples=300)
+@given(st.data())
+def test_every_report_load_accepts_round_trips(data: st.DataObject) -> None:
+    """Reports of every kind, varied at random (what load_report accepts of random changes to
+    real reports): the compact form gives an equal report back, and the same bytes again."""
+    document = copy.deepcopy(data.draw(st.sampled_from(FIELD_BY_FIELD)))
+    leaves = [p for p in _number_paths(document) if p]
+    for _ in range(data.draw(st.integers(0, 3))):
+        path = data.draw(st.sampled_from(leaves))
+        parent = document
+        for key in path[:-1]:
+            parent = parent[key]
+        parent[path[-1]] = data.draw(_like(parent[path[-1]]))
+    try:
+        report = load_report(json.dumps(document))
+    except ValueError:
+        event("refused (not a report; nothing to round-trip)")
+        return
+    event(f"accepted {report.kind}")
+    text = report_text(report)
+    loaded = load_report(text)
+    assert loaded == report
+    assert report_text(loaded) == text
