@@ -166,6 +166,12 @@ def test_compact_analysis_is_columns_with_shared_tables() -> None:
     assert first.macs.value == second.macs.value == 16 and first.macs is second.macs
 
 
+def test_every_record_field_has_its_column() -> None:
+    from torchscan_stages.report_codec import uncovered_fields
+
+    assert uncovered_fields() == set()  # else the import itself raises, naming the field
+
+
 def test_defaults_are_left_out() -> None:
     document = json.loads(report_text(REPORTS["flops"]))
     unavailable = [

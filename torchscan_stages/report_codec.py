@@ -101,6 +101,19 @@ def _defaults() -> dict[str, Any]:
 COLUMN_DEFAULTS = _defaults()
 
 
+def uncovered_fields() -> set[str]:
+    """LayerRecord fields no column holds (empty, or a new field would be silently dropped)."""
+    covered = {*SCALAR_COLUMNS, *TABLE_COLUMNS, "params", "metrics"}
+    return set(LayerRecord.model_fields) ^ covered
+
+
+if uncovered_fields():  # a new LayerRecord field needs its column here: fail at import, loudly
+    raise RuntimeError(
+        f"report_codec has no column for LayerRecord fields {sorted(uncovered_fields())}; "
+        "add each to SCALAR_COLUMNS or TABLE_COLUMNS"
+    )
+
+
 # ------------------------------------------------------------------------------- writing
 
 
