@@ -16,6 +16,10 @@ Schema-version policy (``SCHEMA_VERSION``, written into every report):
   with this version).
 * Refusing values no correct writer ever produced (negative counts, NaN or infinite times)
   is a fix, not a schema change: no bump. Such a report was already wrong.
+* A new on-disk encoding of the same fields is a breaking change for older readers: bump.
+  Version 2 is the compact form (``report_codec``: defaults left out, analysis layers stored
+  column-wise); this version still reads version 1 files (``READABLE_VERSIONS``) and holds
+  them in memory as the current version, since the fields did not change.
 
 Every number a report carries is checked on load: counts, bytes, FLOPs and times are finite
 and non-negative, so a report ``load_report`` accepts can always be rendered.
@@ -26,11 +30,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import gzip
 import json
 import math
 import os
 import tempfile
 import time
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeAlias, TypeVar
@@ -46,7 +52,10 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# versions load_report reads: 1 is the field-by-field form, 2 adds the compact encoding
+READABLE_VERSIONS = (1, 2)
+GZIP_MAGIC = b"\x1f\x8b"
 
 Status: TypeAlias = Literal["complete", "partial", "unavailable"]
 Severity: TypeAlias = Literal["info", "warning", "error"]
@@ -302,8 +311,8 @@ class _Report(_Model):
     diagnostics: list[Diagnostic] = Field(default_factory=list)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write this report as JSON atomically (temporary file + rename)."""
-        return atomic_write_text(path, self.model_dump_json(indent=2) + "\n")
+        """Write this report atomically in its compact JSON form (see :func:`save_report`)."""
+        return save_report(self, path)
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -742,6 +751,15 @@ class IncompleteAnalysisError(RuntimeError):
 
 
 def _decode(data: bytes, where: str) -> str:
+    """Text of a report file's bytes; gzip data (magic ``1f 8b``) is decompressed first,
+    whatever the file is called."""
+    if data.startswith(GZIP_MAGIC):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as error:  # BadGzipFile is an OSError
+            raise ValueError(
+                f"{where}: not a torchscan_stages report (damaged gzip data: {error})"
+            ) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -837,18 +855,32 @@ def load_report(
             f"{where}: unknown report kind {kind!r}; expected one of {sorted(REPORT_TYPES)}"
         )
     version = document["schema_version"]
-    if type(version) is not int or version != SCHEMA_VERSION:
+    if type(version) is not int or version not in READABLE_VERSIONS:
+        readable = " or ".join(str(v) for v in READABLE_VERSIONS)
         raise ValueError(
             f"{where}: unsupported schema_version {version!r} for kind {kind!r}; "
-            f"this version of torchscan_stages reads schema_version {SCHEMA_VERSION} "
+            f"this version of torchscan_stages reads schema_version {readable} "
             "(re-create the report with this version)"
         )
+    document["schema_version"] = SCHEMA_VERSION  # same fields: held as the current version
     try:
-        return REPORT_TYPES[kind].model_validate(document)  # type: ignore[return-value]
+        return _validate(kind, version, document)  # type: ignore[return-value]
     except ValidationError as error:
         raise ValueError(f"{where}: invalid {kind} report at {_first_error(error)}") from None
+    except ValueError as error:  # report_codec.LayoutError: columns that do not fit together
+        raise ValueError(f"{where}: invalid {kind} report at {error}") from None
     except RecursionError:
         raise ValueError(f"{where}: invalid {kind} report: nested too deeply") from None
+
+
+def _validate(kind: str, version: int, document: dict[str, Any]) -> _Report:
+    """The report of a document: compact analysis layers decoded fast, the rest by pydantic."""
+    from .report_codec import load_compact_analysis, share_metric_maps
+
+    share_metric_maps(kind, document)
+    if version >= 2 and kind == "analysis" and isinstance(document.get("layers"), dict):
+        return load_compact_analysis(document)
+    return REPORT_TYPES[kind].model_validate(document)
 
 
 def report_json_schema(kind: str) -> dict[str, Any]:
@@ -905,8 +937,8 @@ def _clean_stale_temporaries(target: Path, started: float, own: str) -> None:
                 os.unlink(entry.path)
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write text to ``path`` via a temporary file in the same folder and an atomic rename.
+def atomic_write_text(path: str | os.PathLike[str], text: str | bytes) -> Path:
+    """Write text (or bytes) to ``path`` via a temporary file beside it and an atomic rename.
 
     An interrupted write leaves the previous file (or none), never a truncated one; the
     temporary files of earlier writes killed before their rename are removed here. The file
@@ -930,8 +962,9 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return target
 
 
-def _write_temporary(target: Path, text: str) -> str:
-    """Write ``text`` to a new ``.NAME.XXXXXXXX.tmp`` beside ``target``, synced; its path.
+def _write_temporary(target: Path, text: str | bytes) -> str:
+    """Write ``text`` (UTF-8 when a str) to a new ``.NAME.XXXXXXXX.tmp`` beside ``target``,
+    synced; its path.
 
     The caller renames it over ``target``. On any failure the temporary is removed. Also
     the first phase of the pipeline runner's all-or-nothing write of a stage's outputs.
@@ -939,8 +972,9 @@ def _write_temporary(target: Path, text: str) -> str:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600; honour the umask instead
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
     except BaseException:
@@ -989,6 +1023,22 @@ def check_output_path(
             )
 
 
+def report_text(report: _Report) -> str:
+    """The compact JSON text of a report (``report_codec``), as :func:`save_report` writes it."""
+    from .report_codec import dump_text, encode_report
+
+    return dump_text(encode_report(report, SCHEMA_VERSION))
+
+
 def save_report(report: _Report, path: str | os.PathLike[str]) -> Path:
-    """Write any report atomically as JSON."""
-    return report.save(path)
+    """Write any report atomically in its compact JSON form.
+
+    A name ending in ``.gz`` (``crawl.json.gz``) gets the same text gzip-compressed; any other
+    name gets plain JSON text, so ``jq``, diffs and DVC read it as before. ``load_report``
+    tells the two apart by content (gzip magic ``1f 8b``), not by name.
+    """
+    text = report_text(report)
+    if str(path).endswith(".gz"):
+        # mtime=0: the same report gives the same bytes (DVC and git see no change)
+        return atomic_write_text(path, gzip.compress(text.encode("utf-8"), mtime=0))
+    return atomic_write_text(path, text)

@@ -368,12 +368,14 @@ def test_unwritable_metrics_leaves_no_new_report_beside_old_metrics(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DVC_STAGE", "flops")
 
-    class Doc:
-        def model_dump_json(self, indent: int) -> str:
-            return "{}"
+    from torchscan_stages.provenance import build_provenance
+    from torchscan_stages.report import FlopReport, MetricResult
+
+    total = MetricResult.complete(1, unit="FLOPs", scope="forward", method="operator_dispatch")
+    doc = FlopReport(provenance=build_provenance(), total=total)
 
     def body(ctx) -> None:  # type: ignore[no-untyped-def]
-        ctx.write_report(Doc())
+        ctx.write_report(doc)
         ctx.write_metrics({"total_flops": 1})
 
     assert run_stage("flops", ("model",), body, []) == 1

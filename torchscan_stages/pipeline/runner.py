@@ -60,7 +60,9 @@ class StageContext:
         if self.host_share is not None:
             stamp = self.host_share.diagnostic()
             report = report.model_copy(update={"diagnostics": [*report.diagnostics, stamp]})
-        self.pending[path] = report.model_dump_json(indent=2) + "\n"
+        from ..report import report_text  # the compact form save_report writes
+
+        self.pending[path] = report_text(report)
         return path
 
     def write_metrics(self, values: dict[str, Any], name: str | None = None) -> Path:
