@@ -224,35 +224,43 @@ def _check_fill(fill: Any) -> bool | tuple[type[nn.Module], ...]:
 # ------------------------------------------------------------------------------ hooks
 
 
+_get_ident = threading.get_ident
+
+
 class _Recorder:
     """The crawl's two global hooks and the call tree they build (crawling thread only).
 
     One global pre-hook and one global hook (filtered to this model's modules and to the
     thread that crawls) instead of two handles per module: registration stays O(1), and
     PyTorch's fused fast paths, which refuse modules that carry their own hooks, run as in
-    a plain forward.
+    a plain forward. The hooks are the hot path: one dict lookup, one Call, one capture each.
     """
 
     def __init__(
         self, module: nn.Module, full: bool, custom: Mapping[type[nn.Module], ModuleHandler]
     ) -> None:
         self.full = full
-        self.thread = threading.get_ident()
+        self.thread = _get_ident()
         self.calls: list[Call] = []
         self.stack: list[int] = []
         self.keys: list[str] = []
-        self.call_counts: dict[int, int] = {}
         self.inclusive_depth = 0
         self.counter: OperatorCounter | None = None
-        self.known: dict[int, tuple[nn.Module, str, ModuleHandler | None, bool]] = {}
+        # id(module) -> [module, path, handler, is_custom, calls so far]
+        self.known: dict[int, list[Any]] = {}
         named = list(module.named_modules())
+        self.modules = [sub for _, sub in named]
         if full:  # a structure crawl looks up no handler
-            for _, sub in named:
+            for sub in self.modules:
                 register_for(sub)  # transformers' classes: built-in handlers, lazily
+        by_type: dict[type[nn.Module], tuple[ModuleHandler | None, bool]] = {}
         for path, sub in named:
-            handler = lookup_handler(type(sub), custom) if full else None
-            is_custom = handler is not None and any(handler is h for h in custom.values())
-            self.known[id(sub)] = (sub, path, handler, is_custom)
+            found = by_type.get(type(sub))
+            if found is None:  # one MRO walk per module type, not per module
+                handler = lookup_handler(type(sub), custom) if full else None
+                is_custom = handler is not None and any(handler is h for h in custom.values())
+                found = by_type[type(sub)] = (handler, is_custom)
+            self.known[id(sub)] = [sub, path, found[0], found[1], 0]
 
     def owner(self) -> str | None:
         return self.keys[-1] if self.keys else None
@@ -272,21 +280,21 @@ class _Recorder:
 
     def pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
         entry = self.known.get(id(mod))
-        if entry is None or entry[0] is not mod or threading.get_ident() != self.thread:
+        if entry is None or entry[0] is not mod or _get_ident() != self.thread:
             return
-        _, path, handler, _ = entry
-        index = self.call_counts.get(id(mod), 0)
-        self.call_counts[id(mod)] = index + 1
-        parent = self.stack[-1] if self.stack else None
+        path, handler, index = entry[1], entry[2], entry[4]
+        entry[4] = index + 1
+        stack, calls = self.stack, self.calls
+        parent = stack[-1] if stack else None
         key = path if index == 0 else f"{path}#{index}"
-        position = len(self.calls)
-        inside = self.inclusive_depth > 0
+        position = len(calls)
         call = Call(mod, path, index, parent, handler, key, capture(hook_args))
-        call.inside_inclusive = inside
-        self.calls.append(call)
+        if self.inclusive_depth:
+            call.inside_inclusive = True
+        calls.append(call)
         if parent is not None:
-            self.calls[parent].children.append(position)
-        self.stack.append(position)
+            calls[parent].children.append(position)
+        stack.append(position)
         self.keys.append(key)
         if handler is not None and handler.inclusive:
             self.inclusive_depth += 1
@@ -295,22 +303,33 @@ class _Recorder:
         self, mod: nn.Module, hook_args: tuple[Any, ...], hook_kwargs: dict[str, Any], output: Any
     ) -> None:
         entry = self.known.get(id(mod))
-        if entry is None or entry[0] is not mod or not self.stack:
+        if entry is None or entry[0] is not mod or not self.stack or _get_ident() != self.thread:
             return
-        if threading.get_ident() != self.thread:
-            return
-        _, path, handler, is_custom = entry
         call = self.calls[self.stack.pop()]
         self.keys.pop()
         call.output = capture(output)
         if hook_kwargs:
             call.inputs = call_capture(hook_args, hook_kwargs)
-        if handler is None:
-            return
+        handler = entry[2]
+        if handler is not None:
+            self._estimate(call, handler, entry[3], hook_args, hook_kwargs, output)
+
+    def _estimate(
+        self,
+        call: Call,
+        handler: ModuleHandler,
+        is_custom: bool,
+        hook_args: tuple[Any, ...],
+        hook_kwargs: dict[str, Any],
+        output: Any,
+    ) -> None:
+        """Run the call's handler while its tensors are alive (a failure is kept, not raised)."""
         if handler.inclusive:
             self.inclusive_depth -= 1
         ops = functools.partial(self.own_operators, call.key)
-        context = CallContext(mod, path, call.call_index, hook_args, hook_kwargs, output, ops)
+        context = CallContext(
+            call.module, call.path, call.call_index, hook_args, hook_kwargs, output, ops
+        )
         try:
             if is_custom:  # user code: keep its tensor work out of the operator count
                 with _disable_current_modes():
@@ -328,12 +347,12 @@ def _count(value: int, unit: str) -> MetricResult:
     return MetricResult.complete(value, unit=unit, scope="model", method="parameter_count")
 
 
-def _unique_tensors(module: nn.Module) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def _unique_tensors(modules: list[nn.Module]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Parameters and buffers of the model, each tensor once (what ``parameters()`` and
-    ``buffers()`` give) from one walk over the modules instead of two generator chains."""
+    ``buffers()`` give) from the crawl's one walk over the modules."""
     params: dict[int, torch.Tensor] = {}
     buffers: dict[int, torch.Tensor] = {}
-    for sub in module.modules():
+    for sub in modules:
         for p in sub._parameters.values():
             if p is not None:
                 params.setdefault(id(p), p)
@@ -344,9 +363,9 @@ def _unique_tensors(module: nn.Module) -> tuple[list[torch.Tensor], list[torch.T
 
 
 def _totals(
-    module: nn.Module, built: Built, calls: list[Call], operator_total: MetricResult
+    modules: list[nn.Module], built: Built, calls: list[Call], operator_total: MetricResult
 ) -> AnalysisTotals:
-    params, buffers = _unique_tensors(module)
+    params, buffers = _unique_tensors(modules)
     total = sum(p.numel() for p in params)
     trainable = sum(p.numel() for p in params if p.requires_grad)
     cost = {}
@@ -424,12 +443,13 @@ def _run(
     call_kwargs: dict[str, Any],
 ) -> Any:
     """The one hooked forward; every training flag and hook is restored, also on error."""
-    flags = [(sub, sub.training) for sub in module.modules()]
+    modules = recorder.modules
+    flags = [sub.training for sub in modules]
     handles: list[Any] = []
     try:
         handles.append(register_module_forward_pre_hook(recorder.pre_hook))
         handles.append(register_module_forward_hook(recorder.post_hook, with_kwargs=True))
-        module.eval()
+        _to_eval(module, modules)
         with torch.no_grad():
             if recorder.full:
                 recorder.counter = OperatorCounter(mapping or None, owner=recorder.owner)
@@ -442,8 +462,32 @@ def _run(
             # torch's RemovableHandle forgets the with_kwargs flag of a global hook (it only
             # clears the always_called dict): drop it so no trace of the crawl remains.
             _global_forward_hooks_with_kwargs.pop(handle.id, None)
-        for sub, flag in flags:
-            sub.training = flag
+        for sub, flag in zip(modules, flags, strict=True):
+            if sub.training != flag:  # most models are crawled as they stand: nothing to do
+                sub.training = flag
+
+
+def _to_eval(module: nn.Module, modules: list[nn.Module]) -> None:
+    """``module.eval()``, without a Python ``train()`` frame per module where that is all it is.
+
+    A type that overrides ``train`` or ``__setattr__`` gets the real ``module.eval()``.
+    """
+    plain = _PLAIN_TRAIN
+    for sub in modules:
+        cls = type(sub)
+        ok = plain.get(cls)
+        if ok is None:
+            ok = plain[cls] = cls.train is nn.Module.train and cls.__setattr__ is _MODULE_SETATTR
+        if not ok:
+            module.eval()
+            return
+    for sub in modules:
+        if sub.training:
+            sub.__dict__["training"] = False
+
+
+_PLAIN_TRAIN: dict[type, bool] = {}
+_MODULE_SETATTR = nn.Module.__setattr__
 
 
 def _empty_input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Diagnostic | None:
@@ -502,7 +546,7 @@ def _assemble(
                 "DMAs, receptive field and operator FLOPs were not computed (use mode='full')",
             )
         )
-    totals = _totals(module, built, recorder.calls, operator_total)
+    totals = _totals(recorder.modules, built, recorder.calls, operator_total)
     empty = _empty_input(call_args, call_kwargs)
     if empty is not None:
         diagnostics.append(empty)

@@ -36,6 +36,7 @@ from .handlers import (
     as_diagnostics,
     to_metric,
 )
+from .handlers import complete_metric
 from .operators import OperatorCounter, OwnerOps
 from .receptive import receptive_chain
 from .tensor_meta import RawMeta, to_value_meta
@@ -67,13 +68,14 @@ _PRODUCTS = frozenset({"aten.mul", "aten.mul_"})
 _ACCUMULATING = frozenset(
     f"aten.{name}" for name in ("add", "add_", "sub", "sub_", "rsub", "sum", "mean")
 )
+_RESULT_KEYS = frozenset({*FORMULA_METRICS, "diagnostics"})
 OPERATOR_UNIT = "FLOPs"
 OPERATOR_METHOD = "operator_dispatch"
 
 
-@dataclass
+@dataclass(slots=True)
 class Call:
-    """One module call, filled by the hooks (cheap fields only)."""
+    """One module call, filled by the hooks (cheap fields only; slots: built once per call)."""
 
     module: nn.Module
     path: str
@@ -124,10 +126,6 @@ _UNAVAILABLE = {
     name: MetricResult.unavailable(unit=unit, scope=SCOPE, method=METHOD)
     for name, unit in METRIC_UNITS.items()
 }
-_ZERO = {
-    name: MetricResult.complete(0, unit=unit, scope=SCOPE, method=METHOD)
-    for name, unit in METRIC_UNITS.items()
-}
 
 
 def unavailable(name: str) -> MetricResult:
@@ -135,8 +133,8 @@ def unavailable(name: str) -> MetricResult:
 
 
 def complete(name: str, value: int | float) -> MetricResult:
-    if value == 0 and isinstance(value, int):
-        return _ZERO[name]
+    if type(value) is int and value >= 0:
+        return complete_metric(name, value)
     return MetricResult.complete(value, unit=METRIC_UNITS[name], scope=SCOPE, method=METHOD)
 
 
@@ -155,6 +153,20 @@ def sum_metric(name: str, parts: list[MetricResult]) -> MetricResult:
     """Sum of module-formula parts; any operator-filled part makes the method say so."""
     if len(parts) == 1 and parts[0].unit == METRIC_UNITS[name]:  # a leaf: nothing to add
         return parts[0]
+    unit, total = METRIC_UNITS[name], 0
+    for part in parts:  # the common case: complete int module-formula parts, added here
+        value = part.value
+        if (
+            type(value) is not int
+            or part.status != "complete"
+            or part.method != METHOD
+            or part.unit != unit
+            or part.scope != SCOPE
+        ):
+            break
+        total += value
+    else:
+        return complete_metric(name, total)
     method = METHOD
     if any(p.method != METHOD for p in parts):
         method = MIXED_METHOD
@@ -183,7 +195,7 @@ def handler_metrics(call: Call) -> tuple[dict[str, MetricResult], list[Diagnosti
     try:
         if not isinstance(result, Mapping):
             raise TypeError(f"returned {type(result).__name__}, expected a mapping of metrics")
-        unknown = set(result) - set(FORMULA_METRICS) - {"diagnostics"}
+        unknown = () if _RESULT_KEYS.issuperset(result) else set(result) - _RESULT_KEYS
         if unknown:
             raise ValueError(
                 f"returned unknown metric(s) {sorted(unknown)}; known: {list(FORMULA_METRICS)}"
@@ -440,8 +452,64 @@ def operator_flops(calls: list[Call], owner_ops: dict[Any, OwnerOps]) -> list[La
 # -------------------------------------------------------------------------------- records
 
 
-def _param_stats(module: nn.Module, seen: set[int]) -> ParameterStats:
-    params = buffers = trainable = pbytes = bbytes = shared = 0
+_PARAM_FIELDS = tuple(ParameterStats.__pydantic_fields__)
+# the states below are written in these field orders; a model that gained or moved a field
+# takes trusted_construct's checked path instead (defaults filled by model_construct)
+_WRITTEN_ORDER = {
+    LayerRecord: (
+        "path call_index name depth type is_leaf handler inclusive input output params "
+        "metrics operator_flops"
+    ).split(),
+    LayerMetrics: [*COST_METRICS, *RF_METRICS],
+}
+_DIRECT = {
+    cls: list(cls.__pydantic_fields__) == order and not cls.__pydantic_post_init__
+    for cls, order in _WRITTEN_ORDER.items()
+}
+_DIRECT[ParameterStats] = not ParameterStats.__pydantic_post_init__  # zipped from its fields
+
+
+def _new(cls: type[Any], state: dict[str, Any]) -> Any:
+    """``trusted_construct`` for a state already complete and in field order (built here)."""
+    if not _DIRECT[cls]:
+        return trusted_construct(cls, state)
+    model = cls.__new__(cls)
+    object.__setattr__(model, "__dict__", state)
+    object.__setattr__(model, "__pydantic_fields_set__", set(state))
+    object.__setattr__(model, "__pydantic_extra__", None)
+    object.__setattr__(model, "__pydantic_private__", None)
+    return model
+
+
+class _ParamCounter:
+    """Per-module parameter and buffer sums, computed once per module, not once per call.
+
+    ``shared_parameters`` of a call counts the parameters an earlier record already showed
+    (another module holding the same tensor, or an earlier call of the same module).
+    """
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+        self.per_module: dict[int, tuple[tuple[int, ...], list[tuple[int, int]]]] = {}
+
+    def stats(self, module: nn.Module) -> ParameterStats:
+        entry = self.per_module.get(id(module))
+        if entry is None:
+            entry = self.per_module[id(module)] = _module_sums(module)
+        sums, params = entry
+        shared = 0
+        seen = self.seen
+        for key, n in params:
+            if key in seen:
+                shared += n
+            seen.add(key)
+        return _new(ParameterStats, dict(zip(_PARAM_FIELDS, (*sums, shared), strict=True)))
+
+
+def _module_sums(module: nn.Module) -> tuple[tuple[int, ...], list[tuple[int, int]]]:
+    """(parameters, trainable, parameter bytes, buffer elements, buffer bytes), (id, numel)s."""
+    params = buffers = trainable = pbytes = bbytes = 0
+    ids = []
     for p in module._parameters.values():
         if p is None:
             continue
@@ -449,25 +517,13 @@ def _param_stats(module: nn.Module, seen: set[int]) -> ParameterStats:
         params += n
         trainable += n if p.requires_grad else 0
         pbytes += n * p.element_size()
-        if id(p) in seen:
-            shared += n
-        seen.add(id(p))
+        ids.append((id(p), n))
     for b in module._buffers.values():
         if b is None:
             continue
         buffers += b.numel()
         bbytes += b.numel() * b.element_size()
-    return trusted_construct(
-        ParameterStats,
-        {
-            "parameters": params,
-            "trainable_parameters": trainable,
-            "parameter_bytes": pbytes,
-            "buffer_elements": buffers,
-            "buffer_bytes": bbytes,
-            "shared_parameters": shared,
-        },
-    )
+    return (params, trainable, pbytes, buffers, bbytes), ids
 
 
 def _records(
@@ -476,29 +532,40 @@ def _records(
     rf_values: list[tuple[MetricResult, MetricResult, MetricResult]],
     per_layer_ops: list[LayerOperatorFlops] | None,
 ) -> list[LayerRecord]:
-    seen: set[int] = set()
+    counter = _ParamCounter()
     records = []
     for i, call in enumerate(calls):
-        metrics = dict(aggregates[i])
-        for name, value in zip(RF_METRICS, rf_values[i], strict=False):
-            metrics[name] = value
+        aggregate = aggregates[i]
+        rf, stride, pad = rf_values[i]
+        metrics = _new(
+            LayerMetrics,
+            {
+                "module_flops": aggregate["module_flops"],
+                "macs": aggregate["macs"],
+                "dmas": aggregate["dmas"],
+                "receptive_field": rf,
+                "effective_stride": stride,
+                "effective_padding": pad,
+            },
+        )
         handler = call.handler
+        path = call.path
         records.append(
-            trusted_construct(  # fields are typed by construction
+            _new(  # fields are typed by construction, in LayerRecord's field order
                 LayerRecord,
                 {
-                    "path": call.path,
+                    "path": path,
                     "call_index": call.call_index,
-                    "name": call.path.rpartition(".")[2],
-                    "depth": 0 if not call.path else call.path.count(".") + 1,
+                    "name": path.rpartition(".")[2],
+                    "depth": 0 if not path else path.count(".") + 1,
                     "type": type(call.module).__name__,
                     "is_leaf": not call.module._modules,
                     "handler": handler.label if handler is not None else None,
                     "inclusive": bool(handler is not None and handler.inclusive),
                     "input": to_value_meta(call.inputs),
                     "output": to_value_meta(call.output) if call.output is not None else None,
-                    "params": _param_stats(call.module, seen),
-                    "metrics": trusted_construct(LayerMetrics, metrics),
+                    "params": counter.stats(call.module),
+                    "metrics": metrics,
                     "operator_flops": per_layer_ops[i] if per_layer_ops is not None else None,
                 },
             )
