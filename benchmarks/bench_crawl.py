@@ -54,9 +54,8 @@ def _variants(model: nn.Module, x: torch.Tensor) -> dict[str, Callable[[], objec
         "crawl structure": lambda: crawl_module(model, args=(x,), mode="structure"),
     }
     try:
-        from peers import run_ptflops
-
         import ptflops  # noqa: F401  (only in benchmarks/.venv)
+        from peers import run_ptflops
 
         calls["ptflops"] = lambda: run_ptflops(model, x)
     except ImportError:
@@ -136,7 +135,9 @@ def moe_child() -> None:
                 "records": len(report.layers),
                 "linear_calls": linear,
                 "linear_macs": sum(
-                    layer.metrics.macs.value or 0 for layer in report.layers if layer.type == "Linear"
+                    layer.metrics.macs.value or 0
+                    for layer in report.layers
+                    if layer.type == "Linear"
                 ),
             }
         )

@@ -288,12 +288,16 @@ class _Recorder:
         parent = stack[-1] if stack else None
         key = path if index == 0 else f"{path}#{index}"
         position = len(calls)
-        call = Call(mod, path, index, parent, handler, key, capture(hook_args))
+        call = Call(mod, path, index, parent, handler, key, to_value_meta(capture(hook_args)))
         if self.inclusive_depth:
             call.inside_inclusive = True
         calls.append(call)
         if parent is not None:
-            calls[parent].children.append(position)
+            siblings = calls[parent].children
+            if siblings:
+                siblings.append(position)  # type: ignore[union-attr]
+            else:  # a leaf keeps the shared empty tuple: one list fewer per leaf call
+                calls[parent].children = [position]
         stack.append(position)
         self.keys.append(key)
         if handler is not None and handler.inclusive:
@@ -307,9 +311,9 @@ class _Recorder:
             return
         call = self.calls[self.stack.pop()]
         self.keys.pop()
-        call.output = capture(output)
+        call.output = to_value_meta(capture(output))
         if hook_kwargs:
-            call.inputs = call_capture(hook_args, hook_kwargs)
+            call.inputs = to_value_meta(call_capture(hook_args, hook_kwargs))
         handler = entry[2]
         if handler is not None:
             self._estimate(call, handler, entry[3], hook_args, hook_kwargs, output)

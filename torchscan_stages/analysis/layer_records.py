@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+from pydantic import BaseModel
 from torch import nn
 
 from ..report import (
@@ -22,6 +23,7 @@ from ..report import (
     LayerRecord,
     MetricResult,
     ParameterStats,
+    ValueMeta,
     combine_sum,
     trusted_construct,
 )
@@ -34,12 +36,11 @@ from .handlers import (
     SCOPE,
     ModuleHandler,
     as_diagnostics,
+    complete_metric,
     to_metric,
 )
-from .handlers import complete_metric
 from .operators import OperatorCounter, OwnerOps
 from .receptive import receptive_chain
-from .tensor_meta import RawMeta, to_value_meta
 
 Mode = Literal["full", "structure"]
 COST_METRICS = ("module_flops", "macs", "dmas")
@@ -83,11 +84,11 @@ class Call:
     parent: int | None
     handler: ModuleHandler | None
     key: str
-    inputs: RawMeta
-    output: RawMeta | None = None
+    inputs: ValueMeta  # shared instances (to_value_meta's cache): the raw tuples die at once
+    output: ValueMeta | None = None
     result: Any = None
     error: str | None = None
-    children: list[int] = field(default_factory=list)
+    children: list[int] | tuple[()] = ()  # a list once the call has a child
     inside_inclusive: bool = False
 
 
@@ -452,32 +453,62 @@ def operator_flops(calls: list[Call], owner_ops: dict[Any, OwnerOps]) -> list[La
 # -------------------------------------------------------------------------------- records
 
 
-_PARAM_FIELDS = tuple(ParameterStats.__pydantic_fields__)
 # the states below are written in these field orders; a model that gained or moved a field
 # takes trusted_construct's checked path instead (defaults filled by model_construct)
-_WRITTEN_ORDER = {
-    LayerRecord: (
-        "path call_index name depth type is_leaf handler inclusive input output params "
-        "metrics operator_flops"
-    ).split(),
+_WRITTEN_ORDER: dict[type[BaseModel], list[str]] = {
+    LayerRecord: [
+        "path",
+        "call_index",
+        "name",
+        "depth",
+        "type",
+        "is_leaf",
+        "handler",
+        "inclusive",
+        "input",
+        "output",
+        "params",
+        "metrics",
+        "operator_flops",
+    ],
     LayerMetrics: [*COST_METRICS, *RF_METRICS],
+    ParameterStats: (
+        "parameters trainable_parameters parameter_bytes buffer_elements buffer_bytes "
+        "shared_parameters"
+    ).split(),
 }
-_DIRECT = {
+_DIRECT: dict[type[BaseModel], bool] = {
     cls: list(cls.__pydantic_fields__) == order and not cls.__pydantic_post_init__
     for cls, order in _WRITTEN_ORDER.items()
 }
-_DIRECT[ParameterStats] = not ParameterStats.__pydantic_post_init__  # zipped from its fields
 
 
-def _new(cls: type[Any], state: dict[str, Any]) -> Any:
-    """``trusted_construct`` for a state already complete and in field order (built here)."""
+_B = TypeVar("_B", bound=BaseModel)
+
+
+_SLOTS = BaseModel.__dict__
+_set_fields_set = _SLOTS["__pydantic_fields_set__"].__set__
+_set_extra = _SLOTS["__pydantic_extra__"].__set__
+_set_private = _SLOTS["__pydantic_private__"].__set__
+# every field is set, so every instance of a class has the same fields-set: one shared set
+# (pydantic only ever adds a field name to it on assignment, a no-op when all are in; it
+# copies it in model_copy), instead of one 13-entry set per record
+_FIELDS_SET = {cls: set(order) for cls, order in _WRITTEN_ORDER.items()}
+
+
+def _new(cls: type[_B], state: dict[str, Any]) -> _B:
+    """``trusted_construct`` for a state already complete and in field order (built here).
+
+    BaseModel's slots are set through their descriptors: a third of ``object.__setattr__``'s
+    cost, paid three times per record; the fields-set is the class's shared one.
+    """
     if not _DIRECT[cls]:
         return trusted_construct(cls, state)
-    model = cls.__new__(cls)
+    model = object.__new__(cls)
     object.__setattr__(model, "__dict__", state)
-    object.__setattr__(model, "__pydantic_fields_set__", set(state))
-    object.__setattr__(model, "__pydantic_extra__", None)
-    object.__setattr__(model, "__pydantic_private__", None)
+    _set_fields_set(model, _FIELDS_SET[cls])
+    _set_extra(model, None)
+    _set_private(model, None)
     return model
 
 
@@ -490,24 +521,35 @@ class _ParamCounter:
 
     def __init__(self) -> None:
         self.seen: set[int] = set()
-        self.per_module: dict[int, tuple[tuple[int, ...], list[tuple[int, int]]]] = {}
+        self.per_module: dict[int, tuple[dict[str, int], list[tuple[int, int]]]] = {}
 
     def stats(self, module: nn.Module) -> ParameterStats:
         entry = self.per_module.get(id(module))
         if entry is None:
             entry = self.per_module[id(module)] = _module_sums(module)
-        sums, params = entry
-        shared = 0
-        seen = self.seen
-        for key, n in params:
-            if key in seen:
-                shared += n
-            seen.add(key)
-        return _new(ParameterStats, dict(zip(_PARAM_FIELDS, (*sums, shared), strict=True)))
+        base, params = entry
+        state = base.copy()
+        if params:
+            shared = 0
+            seen = self.seen
+            for key, n in params:
+                if key in seen:
+                    shared += n
+                seen.add(key)
+            state["shared_parameters"] = shared
+        return _new(ParameterStats, state)
 
 
-def _module_sums(module: nn.Module) -> tuple[tuple[int, ...], list[tuple[int, int]]]:
-    """(parameters, trainable, parameter bytes, buffer elements, buffer bytes), (id, numel)s."""
+_NO_TENSORS: tuple[dict[str, int], list[tuple[int, int]]] = (
+    dict.fromkeys(_WRITTEN_ORDER[ParameterStats], 0),
+    [],
+)
+
+
+def _module_sums(module: nn.Module) -> tuple[dict[str, int], list[tuple[int, int]]]:
+    """A ParameterStats state with shared_parameters 0, and the (id, numel) of each parameter."""
+    if not module._parameters and not module._buffers:
+        return _NO_TENSORS
     params = buffers = trainable = pbytes = bbytes = 0
     ids = []
     for p in module._parameters.values():
@@ -523,7 +565,15 @@ def _module_sums(module: nn.Module) -> tuple[tuple[int, ...], list[tuple[int, in
             continue
         buffers += b.numel()
         bbytes += b.numel() * b.element_size()
-    return (params, trainable, pbytes, buffers, bbytes), ids
+    state = {
+        "parameters": params,
+        "trainable_parameters": trainable,
+        "parameter_bytes": pbytes,
+        "buffer_elements": buffers,
+        "buffer_bytes": bbytes,
+        "shared_parameters": 0,
+    }
+    return state, ids
 
 
 def _records(
@@ -562,8 +612,8 @@ def _records(
                     "is_leaf": not call.module._modules,
                     "handler": handler.label if handler is not None else None,
                     "inclusive": bool(handler is not None and handler.inclusive),
-                    "input": to_value_meta(call.inputs),
-                    "output": to_value_meta(call.output) if call.output is not None else None,
+                    "input": call.inputs,
+                    "output": call.output,
                     "params": counter.stats(call.module),
                     "metrics": metrics,
                     "operator_flops": per_layer_ops[i] if per_layer_ops is not None else None,
