@@ -57,7 +57,7 @@ from .model_forms import (
     without_data_diagnostics,
 )
 from .operators import OperatorCounter, classify_custom_mapping
-from .tensor_meta import call_capture, capture, to_value_meta
+from .tensor_meta import call_capture, meta_of, to_value_meta
 
 COST_METRICS = ("module_flops", "macs", "dmas")
 
@@ -242,6 +242,7 @@ class _Recorder:
         self.full = full
         self.thread = _get_ident()
         self.calls: list[Call] = []
+        self.roots: list[int] = []  # calls made outside any recorded call (the model's own)
         self.stack: list[int] = []
         self.keys: list[str] = []
         self.inclusive_depth = 0
@@ -288,11 +289,13 @@ class _Recorder:
         parent = stack[-1] if stack else None
         key = path if index == 0 else f"{path}#{index}"
         position = len(calls)
-        call = Call(mod, path, index, parent, handler, key, to_value_meta(capture(hook_args)))
+        call = Call(mod, path, index, parent, handler, key, meta_of(hook_args))
         if self.inclusive_depth:
             call.inside_inclusive = True
         calls.append(call)
-        if parent is not None:
+        if parent is None:
+            self.roots.append(position)
+        else:
             siblings = calls[parent].children
             if siblings:
                 siblings.append(position)  # type: ignore[union-attr]
@@ -311,7 +314,7 @@ class _Recorder:
             return
         call = self.calls[self.stack.pop()]
         self.keys.pop()
-        call.output = to_value_meta(capture(output))
+        call.output = meta_of(output)
         if hook_kwargs:
             call.inputs = to_value_meta(call_capture(hook_args, hook_kwargs))
         handler = entry[2]
@@ -351,29 +354,32 @@ def _count(value: int, unit: str) -> MetricResult:
     return MetricResult.complete(value, unit=unit, scope="model", method="parameter_count")
 
 
-def _unique_tensors(modules: list[nn.Module]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Parameters and buffers of the model, each tensor once (what ``parameters()`` and
-    ``buffers()`` give) from the crawl's one walk over the modules."""
-    params: dict[int, torch.Tensor] = {}
-    buffers: dict[int, torch.Tensor] = {}
+def _tensor_sums(modules: list[nn.Module]) -> tuple[int, int, int, int, int]:
+    """(parameters, trainable, parameter bytes, buffer elements, buffer bytes) of the model,
+    each tensor counted once (what ``parameters()`` and ``buffers()`` give), in one walk."""
+    seen: set[int] = set()
+    total = trainable = pbytes = buffers = bbytes = 0
     for sub in modules:
         for p in sub._parameters.values():
-            if p is not None:
-                params.setdefault(id(p), p)
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                n = p.numel()
+                total += n
+                trainable += n if p.requires_grad else 0
+                pbytes += n * p.element_size()
         for b in sub._buffers.values():
-            if b is not None:
-                buffers.setdefault(id(b), b)
-    return list(params.values()), list(buffers.values())
+            if b is not None and id(b) not in seen:
+                seen.add(id(b))
+                buffers += b.numel()
+                bbytes += b.numel() * b.element_size()
+    return total, trainable, pbytes, buffers, bbytes
 
 
 def _totals(
-    modules: list[nn.Module], built: Built, calls: list[Call], operator_total: MetricResult
+    modules: list[nn.Module], built: Built, roots: list[int], operator_total: MetricResult
 ) -> AnalysisTotals:
-    params, buffers = _unique_tensors(modules)
-    total = sum(p.numel() for p in params)
-    trainable = sum(p.numel() for p in params if p.requires_grad)
+    total, trainable, pbytes, buffer_elements, bbytes = _tensor_sums(modules)
     cost = {}
-    roots = [i for i, c in enumerate(calls) if c.parent is None]
     for name in COST_METRICS:
         cost[name] = sum_metric(name, [built.aggregates[i][name] for i in roots])
         if not roots:
@@ -382,9 +388,9 @@ def _totals(
         parameters=_count(total, "parameters"),
         trainable_parameters=_count(trainable, "parameters"),
         frozen_parameters=_count(total - trainable, "parameters"),
-        parameter_bytes=_count(sum(p.numel() * p.element_size() for p in params), "bytes"),
-        buffer_elements=_count(sum(b.numel() for b in buffers), "elements"),
-        buffer_bytes=_count(sum(b.numel() * b.element_size() for b in buffers), "bytes"),
+        parameter_bytes=_count(pbytes, "bytes"),
+        buffer_elements=_count(buffer_elements, "elements"),
+        buffer_bytes=_count(bbytes, "bytes"),
         module_flops=cost["module_flops"],
         macs=cost["macs"],
         dmas=cost["dmas"],
@@ -550,7 +556,7 @@ def _assemble(
                 "DMAs, receptive field and operator FLOPs were not computed (use mode='full')",
             )
         )
-    totals = _totals(recorder.modules, built, recorder.calls, operator_total)
+    totals = _totals(recorder.modules, built, recorder.roots, operator_total)
     empty = _empty_input(call_args, call_kwargs)
     if empty is not None:
         diagnostics.append(empty)

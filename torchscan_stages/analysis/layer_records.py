@@ -472,10 +472,14 @@ _WRITTEN_ORDER: dict[type[BaseModel], list[str]] = {
         "operator_flops",
     ],
     LayerMetrics: [*COST_METRICS, *RF_METRICS],
-    ParameterStats: (
-        "parameters trainable_parameters parameter_bytes buffer_elements buffer_bytes "
-        "shared_parameters"
-    ).split(),
+    ParameterStats: [
+        "parameters",
+        "trainable_parameters",
+        "parameter_bytes",
+        "buffer_elements",
+        "buffer_bytes",
+        "shared_parameters",
+    ],
 }
 _DIRECT: dict[type[BaseModel], bool] = {
     cls: list(cls.__pydantic_fields__) == order and not cls.__pydantic_post_init__
