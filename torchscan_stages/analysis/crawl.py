@@ -225,6 +225,33 @@ def _check_fill(fill: Any) -> bool | tuple[type[nn.Module], ...]:
 
 
 _get_ident = threading.get_ident
+_NAMED_MODULES = nn.Module.named_modules
+
+
+def _named_modules(module: nn.Module) -> list[tuple[str, nn.Module]]:
+    """``list(module.named_modules())`` without a generator frame per module.
+
+    Same order (depth first, parents before children) and the same paths, each module once
+    under its first name; a model whose classes override ``named_modules`` gets theirs.
+    """
+    out: list[tuple[str, nn.Module]] = []
+    seen: set[int] = set()
+    stack: list[tuple[str, nn.Module]] = [("", module)]
+    while stack:
+        prefix, sub = stack.pop()
+        if type(sub).named_modules is not _NAMED_MODULES:
+            return list(module.named_modules())
+        if id(sub) in seen:
+            continue
+        seen.add(id(sub))
+        out.append((prefix, sub))
+        children = [
+            (f"{prefix}.{name}" if prefix else name, child)
+            for name, child in sub._modules.items()
+            if child is not None
+        ]
+        stack.extend(reversed(children))
+    return out
 
 
 class _Recorder:
@@ -249,7 +276,7 @@ class _Recorder:
         self.counter: OperatorCounter | None = None
         # id(module) -> [module, path, handler, is_custom, calls so far]
         self.known: dict[int, list[Any]] = {}
-        named = list(module.named_modules())
+        named = _named_modules(module)
         self.modules = [sub for _, sub in named]
         if full:  # a structure crawl looks up no handler
             for sub in self.modules:
@@ -279,30 +306,37 @@ class _Recorder:
             tuple(sorted({**ops.counted_calls, **ops.uncounted_calls})),
         )
 
+    def _open(self, mod: nn.Module, entry: list[Any], hook_args: tuple[Any, ...]) -> Call:
+        """Append the call that starts now and make it the innermost one."""
+        path, index = entry[1], entry[4]
+        entry[4] = index + 1
+        stack, calls = self.stack, self.calls
+        position = len(calls)
+        key = path if index == 0 else f"{path}#{index}"
+        parent: int | None = None
+        if stack:
+            parent = top = stack[-1]
+            siblings = calls[top].children
+            if isinstance(siblings, list):
+                siblings.append(position)
+            else:  # a leaf keeps the shared empty tuple: one list fewer per leaf call
+                calls[top].children = [position]
+        else:
+            self.roots.append(position)
+        call = Call(mod, path, index, parent, entry[2], key, meta_of(hook_args))
+        calls.append(call)
+        stack.append(position)
+        return call
+
     def pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
         entry = self.known.get(id(mod))
         if entry is None or entry[0] is not mod or _get_ident() != self.thread:
             return
-        path, handler, index = entry[1], entry[2], entry[4]
-        entry[4] = index + 1
-        stack, calls = self.stack, self.calls
-        parent = stack[-1] if stack else None
-        key = path if index == 0 else f"{path}#{index}"
-        position = len(calls)
-        call = Call(mod, path, index, parent, handler, key, meta_of(hook_args))
+        call = self._open(mod, entry, hook_args)
+        self.keys.append(call.key)
         if self.inclusive_depth:
             call.inside_inclusive = True
-        calls.append(call)
-        if parent is None:
-            self.roots.append(position)
-        else:
-            siblings = calls[parent].children
-            if siblings:
-                siblings.append(position)  # type: ignore[union-attr]
-            else:  # a leaf keeps the shared empty tuple: one list fewer per leaf call
-                calls[parent].children = [position]
-        stack.append(position)
-        self.keys.append(key)
+        handler = entry[2]
         if handler is not None and handler.inclusive:
             self.inclusive_depth += 1
 
@@ -320,6 +354,24 @@ class _Recorder:
         handler = entry[2]
         if handler is not None:
             self._estimate(call, handler, entry[3], hook_args, hook_kwargs, output)
+
+    def structure_pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
+        """``pre_hook`` for mode='structure': no handler, no operator owner to track."""
+        entry = self.known.get(id(mod))
+        if entry is None or entry[0] is not mod or _get_ident() != self.thread:
+            return
+        self._open(mod, entry, hook_args)
+
+    def structure_post_hook(
+        self, mod: nn.Module, hook_args: tuple[Any, ...], hook_kwargs: dict[str, Any], output: Any
+    ) -> None:
+        entry = self.known.get(id(mod))
+        if entry is None or entry[0] is not mod or not self.stack or _get_ident() != self.thread:
+            return
+        call = self.calls[self.stack.pop()]
+        call.output = meta_of(output)
+        if hook_kwargs:
+            call.inputs = to_value_meta(call_capture(hook_args, hook_kwargs))
 
     def _estimate(
         self,
@@ -457,8 +509,11 @@ def _run(
     flags = [sub.training for sub in modules]
     handles: list[Any] = []
     try:
-        handles.append(register_module_forward_pre_hook(recorder.pre_hook))
-        handles.append(register_module_forward_hook(recorder.post_hook, with_kwargs=True))
+        full = recorder.full
+        pre = recorder.pre_hook if full else recorder.structure_pre_hook
+        post = recorder.post_hook if full else recorder.structure_post_hook
+        handles.append(register_module_forward_pre_hook(pre))
+        handles.append(register_module_forward_hook(post, with_kwargs=True))
         _to_eval(module, modules)
         with torch.no_grad():
             if recorder.full:
