@@ -225,33 +225,6 @@ def _check_fill(fill: Any) -> bool | tuple[type[nn.Module], ...]:
 
 
 _get_ident = threading.get_ident
-_NAMED_MODULES = nn.Module.named_modules
-
-
-def _named_modules(module: nn.Module) -> list[tuple[str, nn.Module]]:
-    """``list(module.named_modules())`` without a generator frame per module.
-
-    Same order (depth first, parents before children) and the same paths, each module once
-    under its first name; a model whose classes override ``named_modules`` gets theirs.
-    """
-    out: list[tuple[str, nn.Module]] = []
-    seen: set[int] = set()
-    stack: list[tuple[str, nn.Module]] = [("", module)]
-    while stack:
-        prefix, sub = stack.pop()
-        if type(sub).named_modules is not _NAMED_MODULES:
-            return list(module.named_modules())
-        if id(sub) in seen:
-            continue
-        seen.add(id(sub))
-        out.append((prefix, sub))
-        children = [
-            (f"{prefix}.{name}" if prefix else name, child)
-            for name, child in sub._modules.items()
-            if child is not None
-        ]
-        stack.extend(reversed(children))
-    return out
 
 
 class _Recorder:
@@ -276,7 +249,7 @@ class _Recorder:
         self.counter: OperatorCounter | None = None
         # id(module) -> [module, path, handler, is_custom, calls so far]
         self.known: dict[int, list[Any]] = {}
-        named = _named_modules(module)
+        named = list(module.named_modules())
         self.modules = [sub for _, sub in named]
         if full:  # a structure crawl looks up no handler
             for sub in self.modules:
