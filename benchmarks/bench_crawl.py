@@ -13,14 +13,18 @@ CPU time and for wall time. The bars (issue 18), judged on the CPU-time median:
 * DeepSeek-V3-shaped MoE on ``meta`` (46,848 Linear calls): a full crawl in a fresh child
   process within 30 s and 2 GiB peak RSS (``resource.getrusage`` in the child).
 
-``--quick`` runs fewer rounds; ``--markdown`` also prints the docs/benchmarks.md block.
+``--quick`` runs fewer rounds; ``--doc docs/benchmarks.md`` writes the ``bench_crawl`` block
+there (atomically, between its markers); ``--markdown`` prints it.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -160,6 +164,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--doc", type=Path, default=None, help="write the bench_crawl block")
     parser.add_argument("--moe-child", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.moe_child:
@@ -167,9 +172,16 @@ def main() -> None:
         return
     torch.set_num_threads(1)
     lines = [
-        f"`benchmarks/bench_crawl.py{' --quick' if options.quick else ''}`: torch "
+        "## crawl_module against its mechanism floors and ptflops",
+        "",
+        f"Run: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')} by `python "
+        f"benchmarks/bench_crawl.py{' --quick' if options.quick else ''}` (benchmarks/.venv) on "
+        f"{platform.machine()}, {os.cpu_count()} logical cores, shared with other work, torch "
         f"{torch.__version__}, Python {platform.python_version()}, 1 thread. Ratio to a plain "
-        "no_grad forward, median [IQR] over interleaved rounds, process CPU time (wall time).",
+        "no_grad forward of the same round, median [IQR] over interleaved rounds in rotating "
+        "order, process CPU time (wall-time median in brackets). Floors: the forward under an "
+        "empty dispatch mode / empty global module hooks (benchmarks/peers.py). Per block on "
+        "5,000 blocks = ratio x plain / 5,000, so per-block order is the ratio's.",
         "",
         "| model | rounds | " + " | ".join(VARIANTS[1:]) + " |",
         "|---|---|" + "---|" * (len(VARIANTS) - 1),
@@ -201,10 +213,28 @@ def main() -> None:
         f"{gib:.2f} GiB; bar {MOE_SECONDS:.0f} s and {MOE_GIB:.0f} GiB -> holds: "
         f"{'yes' if moe['crawl_s'] <= MOE_SECONDS and gib <= MOE_GIB else 'no'}"
     )
-    lines += ["", *verdicts]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines += ["", f"Bars (CPU-time medians; load average {load:.2f} at the end):", "", *verdicts]
     print("\n".join(verdicts))
+    text = "\n".join(lines) + "\n"
     if options.markdown:
-        print("\n<!-- bench_crawl:begin -->\n" + "\n".join(lines) + "\n<!-- bench_crawl:end -->")
+        print(f"\n{BEGIN}\n{text}{END}")
+    if options.doc is not None:
+        write_section(options.doc, text)
+
+
+BEGIN, END = "<!-- bench_crawl:begin -->", "<!-- bench_crawl:end -->"
+
+
+def write_section(path: Path, text: str) -> None:
+    """Replace (or append) this script's block between its markers, atomically."""
+    block = f"{BEGIN}\n{text}{END}\n"
+    old = path.read_text() if path.exists() else ""
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.DOTALL)
+    new = pattern.sub(lambda _: block, old) if pattern.search(old) else old + "\n" + block
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text(new)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":
