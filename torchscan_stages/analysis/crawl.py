@@ -247,7 +247,8 @@ class _Recorder:
         self.keys: list[str] = []
         self.inclusive_depth = 0
         self.counter: OperatorCounter | None = None
-        # id(module) -> [module, path, handler, is_custom, calls so far]
+        # id(module) -> [module, path, handler, is_custom, calls so far]; the entry holds the
+        # module, so while this recorder lives no other object can have a key's id
         self.known: dict[int, list[Any]] = {}
         named = list(module.named_modules())
         self.modules = [sub for _, sub in named]
@@ -303,7 +304,7 @@ class _Recorder:
 
     def pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
         entry = self.known.get(id(mod))
-        if entry is None or entry[0] is not mod or _get_ident() != self.thread:
+        if entry is None or _get_ident() != self.thread:
             return
         call = self._open(mod, entry, hook_args)
         self.keys.append(call.key)
@@ -317,7 +318,7 @@ class _Recorder:
         self, mod: nn.Module, hook_args: tuple[Any, ...], hook_kwargs: dict[str, Any], output: Any
     ) -> None:
         entry = self.known.get(id(mod))
-        if entry is None or entry[0] is not mod or not self.stack or _get_ident() != self.thread:
+        if entry is None or not self.stack or _get_ident() != self.thread:
             return
         call = self.calls[self.stack.pop()]
         self.keys.pop()
@@ -329,17 +330,34 @@ class _Recorder:
             self._estimate(call, handler, entry[3], hook_args, hook_kwargs, output)
 
     def structure_pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
-        """``pre_hook`` for mode='structure': no handler, no operator owner to track."""
+        """``pre_hook`` for mode='structure': no handler, no operator owner (``_open`` inline:
+        a structure crawl is mostly this hook)."""
         entry = self.known.get(id(mod))
-        if entry is None or entry[0] is not mod or _get_ident() != self.thread:
+        if entry is None or _get_ident() != self.thread:
             return
-        self._open(mod, entry, hook_args)
+        path, index = entry[1], entry[4]
+        entry[4] = index + 1
+        stack, calls = self.stack, self.calls
+        position = len(calls)
+        parent: int | None = None
+        if stack:
+            parent = top = stack[-1]
+            siblings = calls[top].children
+            if isinstance(siblings, list):
+                siblings.append(position)
+            else:
+                calls[top].children = [position]
+        else:
+            self.roots.append(position)
+        key = path if index == 0 else f"{path}#{index}"
+        calls.append(Call(mod, path, index, parent, None, key, meta_of(hook_args)))
+        stack.append(position)
 
     def structure_post_hook(
         self, mod: nn.Module, hook_args: tuple[Any, ...], hook_kwargs: dict[str, Any], output: Any
     ) -> None:
         entry = self.known.get(id(mod))
-        if entry is None or entry[0] is not mod or not self.stack or _get_ident() != self.thread:
+        if entry is None or not self.stack or _get_ident() != self.thread:
             return
         call = self.calls[self.stack.pop()]
         call.output = meta_of(output)

@@ -516,34 +516,6 @@ def _new(cls: type[_B], state: dict[str, Any]) -> _B:
     return model
 
 
-class _ParamCounter:
-    """Per-module parameter and buffer sums, computed once per module, not once per call.
-
-    ``shared_parameters`` of a call counts the parameters an earlier record already showed
-    (another module holding the same tensor, or an earlier call of the same module).
-    """
-
-    def __init__(self) -> None:
-        self.seen: set[int] = set()
-        self.per_module: dict[int, tuple[dict[str, int], list[tuple[int, int]]]] = {}
-
-    def stats(self, module: nn.Module) -> ParameterStats:
-        entry = self.per_module.get(id(module))
-        if entry is None:
-            entry = self.per_module[id(module)] = _module_sums(module)
-        base, params = entry
-        state = base.copy()
-        if params:
-            shared = 0
-            seen = self.seen
-            for key, n in params:
-                if key in seen:
-                    shared += n
-                seen.add(key)
-            state["shared_parameters"] = shared
-        return _new(ParameterStats, state)
-
-
 _NO_TENSORS: tuple[dict[str, int], list[tuple[int, int]]] = (
     dict.fromkeys(_WRITTEN_ORDER[ParameterStats], 0),
     [],
@@ -586,22 +558,35 @@ def _records(
     rf_values: list[tuple[MetricResult, MetricResult, MetricResult]],
     per_layer_ops: list[LayerOperatorFlops] | None,
 ) -> list[LayerRecord]:
-    counter = _ParamCounter()
+    """One LayerRecord per call. Parameter sums are taken once per module; a record's
+    ``shared_parameters`` counts the parameters an earlier record already showed (another
+    module holding the same tensor, or an earlier call of the same module)."""
+    sums: dict[int, tuple[dict[str, int], list[tuple[int, int]]]] = {}
+    seen: set[int] = set()
     records = []
     for i, call in enumerate(calls):
+        module = call.module
+        entry = sums.get(id(module))
+        if entry is None:
+            entry = sums[id(module)] = _module_sums(module)
+        params = entry[0].copy()
+        if entry[1]:
+            shared = 0
+            for key, n in entry[1]:
+                if key in seen:
+                    shared += n
+                seen.add(key)
+            params["shared_parameters"] = shared
         aggregate = aggregates[i]
         rf, stride, pad = rf_values[i]
-        metrics = _new(
-            LayerMetrics,
-            {
-                "module_flops": aggregate["module_flops"],
-                "macs": aggregate["macs"],
-                "dmas": aggregate["dmas"],
-                "receptive_field": rf,
-                "effective_stride": stride,
-                "effective_padding": pad,
-            },
-        )
+        metrics = {
+            "module_flops": aggregate["module_flops"],
+            "macs": aggregate["macs"],
+            "dmas": aggregate["dmas"],
+            "receptive_field": rf,
+            "effective_stride": stride,
+            "effective_padding": pad,
+        }
         handler = call.handler
         path = call.path
         records.append(
@@ -612,14 +597,14 @@ def _records(
                     "call_index": call.call_index,
                     "name": path.rpartition(".")[2],
                     "depth": 0 if not path else path.count(".") + 1,
-                    "type": type(call.module).__name__,
-                    "is_leaf": not call.module._modules,
+                    "type": type(module).__name__,
+                    "is_leaf": not module._modules,
                     "handler": handler.label if handler is not None else None,
                     "inclusive": bool(handler is not None and handler.inclusive),
                     "input": call.inputs,
                     "output": call.output,
-                    "params": counter.stats(call.module),
-                    "metrics": metrics,
+                    "params": _new(ParameterStats, params),
+                    "metrics": _new(LayerMetrics, metrics),
                     "operator_flops": per_layer_ops[i] if per_layer_ops is not None else None,
                 },
             )
@@ -631,7 +616,8 @@ def build(calls: list[Call], mode: Mode, counter: OperatorCounter | None, fill: 
     """Records, aggregates and diagnostics of the recorded calls."""
     n = len(calls)
     if mode == "structure" or counter is None:
-        aggregates = [{name: _UNAVAILABLE[name] for name in COST_METRICS} for _ in range(n)]
+        unknown = {name: _UNAVAILABLE[name] for name in COST_METRICS}
+        aggregates = [unknown] * n  # read only: every call's is the same
         none = (
             unavailable("receptive_field"),
             unavailable("effective_stride"),
