@@ -480,9 +480,13 @@ def crawl_module(
             output = _run(module, recorder, mapping, call_args, call_kwargs)
         built = build(recorder.calls, mode, recorder.counter, fill)
         report = _assemble(module, mode, built, recorder, call_args, call_kwargs, output)
+        failures = built.handler_failures
+        # the calls and per-call scratch die here, by reference count: the collector's first
+        # pass after the pause then scans only what the report keeps
+        del recorder, built, output
     report.diagnostics[:0] = notes
     if strict:
-        incomplete = _incomplete(report, built.handler_failures)
+        incomplete = _incomplete(report, failures)
         if incomplete:
             raise IncompleteAnalysisError(report, incomplete)
     return report
