@@ -564,6 +564,7 @@ def _records(
     sums: dict[int, tuple[dict[str, int], list[tuple[int, int]]]] = {}
     seen: set[int] = set()
     records = []
+    make = _bare if all(_DIRECT.values()) else _new
     for i, call in enumerate(calls):
         module = call.module
         entry = sums.get(id(module))
@@ -590,7 +591,7 @@ def _records(
         handler = call.handler
         path = call.path
         records.append(
-            _new(  # fields are typed by construction, in LayerRecord's field order
+            make(  # fields are typed by construction, in LayerRecord's field order
                 LayerRecord,
                 {
                     "path": path,
@@ -603,13 +604,23 @@ def _records(
                     "inclusive": bool(handler is not None and handler.inclusive),
                     "input": call.inputs,
                     "output": call.output,
-                    "params": _new(ParameterStats, params),
-                    "metrics": _new(LayerMetrics, metrics),
+                    "params": make(ParameterStats, params),
+                    "metrics": make(LayerMetrics, metrics),
                     "operator_flops": per_layer_ops[i] if per_layer_ops is not None else None,
                 },
             )
         )
     return records
+
+
+def _bare(cls: type[_B], state: dict[str, Any]) -> _B:
+    """``_new`` without its fallback check (``_records`` checks once per crawl)."""
+    model = object.__new__(cls)
+    object.__setattr__(model, "__dict__", state)
+    _set_fields_set(model, _FIELDS_SET[cls])
+    _set_extra(model, None)
+    _set_private(model, None)
+    return model
 
 
 def build(calls: list[Call], mode: Mode, counter: OperatorCounter | None, fill: Any) -> Built:
