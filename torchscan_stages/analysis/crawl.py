@@ -13,7 +13,6 @@ and hooks are restored in ``finally``; grad mode by ``torch.no_grad``.
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -28,6 +27,7 @@ from torch.nn.modules.module import (
 from torch.utils._python_dispatch import _disable_current_modes
 
 from ..devices import resolve_device
+from ..measure.lazy import lazy_output_diagnostic
 from ..provenance import build_provenance
 from ..report import (
     AnalysisReport,
@@ -564,20 +564,6 @@ def _empty_input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Diagnostic | 
     )
 
 
-def _deferred_output(output: Any) -> Diagnostic | None:
-    """A forward that returned a generator or coroutine did its work lazily, not in the call."""
-    lazy = inspect.isgenerator(output) or inspect.iscoroutine(output)
-    if not (lazy or inspect.isasyncgen(output)):
-        return None
-    return Diagnostic(
-        code="deferred_output",
-        severity="warning",
-        message=f"the forward returned a {type(output).__name__} that was never consumed: its "
-        "work runs lazily, after the analysed call, so every cost is a lower bound (return "
-        "tensors, or consume the generator inside forward)",
-    )
-
-
 def _assemble(
     module: nn.Module,
     mode: Mode,
@@ -610,7 +596,9 @@ def _assemble(
     empty = _empty_input(call_args, call_kwargs)
     if empty is not None:
         diagnostics.append(empty)
-    deferred = _deferred_output(output)
+    # a forward that returned unrun work (a generator, a coroutine, a lazy iterator): the
+    # same check and diagnostic as every other pass (measure/lazy.py); costs are lower bounds
+    deferred = lazy_output_diagnostic(output, "module_flops,macs,dmas,operator_flops")
     if deferred is not None:
         diagnostics.append(deferred)
         totals = _lower_bounds(totals)
