@@ -7,8 +7,9 @@ import torch
 from torch import nn
 
 from torchscan_stages.analysis.crawl import crawl_module
-from torchscan_stages.analysis.handlers import METHOD, SCOPE
+from torchscan_stages.analysis.handlers import METHOD, SCOPE, CallContext, ModuleHandler
 from torchscan_stages.analysis.layer_records import sum_metric
+from torchscan_stages.analysis.module_formulas.conv import conv_rf
 from torchscan_stages.analysis.tensor_meta import capture, meta_of, to_value_meta
 from torchscan_stages.report import LayerRecord, MetricResult, combine_sum
 
@@ -116,3 +117,33 @@ def test_structure_mode_records_kwargs_inputs() -> None:
     report = crawl_module(Scale(), args=(torch.zeros(2),), kwargs={"factor": 2.0}, mode="structure")
     assert report.layers[0].input.kind == "dict"
     assert report.layers[0].input.keys == ["args", "kwargs"]
+
+
+def test_handler_context_is_a_regular_call_context() -> None:
+    seen: list[CallContext] = []
+
+    def spy(ctx: CallContext) -> dict[str, int]:
+        seen.append(ctx)
+        return {"module_flops": 0, "macs": 0, "dmas": 0}
+
+    x = torch.zeros(1, 3)
+    model = nn.Sequential(nn.Identity())
+    crawl_module(model, args=(x,), custom_modules={nn.Identity: ModuleHandler(spy)})
+    (ctx,) = seen
+    rebuilt = CallContext(ctx.module, "0", 0, ctx.args, {}, ctx.output, ctx.operators)
+    assert ctx == rebuilt and ctx.path == "0" and ctx.call_index == 0
+    with pytest.raises(AttributeError):
+        ctx.path = "x"  # type: ignore[misc]  # still frozen
+    assert ctx.own_operators() is not None  # mode="full": the call's own operators
+
+
+def test_conv_rf_memo_is_per_configuration_and_copied() -> None:
+    a = nn.Conv2d(1, 1, 3, stride=2, padding=1)
+    b = nn.Conv2d(1, 1, 5, dilation=2)
+    # a: kernel 3, stride 2, padding 1; b: dilated kernel 2*(5-1)+1 = 9, stride 1, padding 0
+    assert conv_rf(a) == {"receptive_field": 3, "effective_stride": 2, "effective_padding": 1}
+    assert conv_rf(b) == {"receptive_field": 9, "effective_stride": 1, "effective_padding": 0}
+    conv_rf(a)["receptive_field"] = 99  # the caller's copy
+    assert conv_rf(a)["receptive_field"] == 3
+    a.padding = [2, 2]  # type: ignore[assignment]  # unhashable: computed without the memo
+    assert conv_rf(a)["effective_padding"] == 2
