@@ -253,14 +253,17 @@ class _Recorder:
         self.known: dict[int, list[Any]] = {}
         named = list(module.named_modules())
         self.modules = [sub for _, sub in named]
-        if full:  # a structure crawl looks up no handler
-            for sub in self.modules:
-                register_for(sub)  # transformers' classes: built-in handlers, lazily
+        if not full:  # a structure crawl looks up no handler
+            self.known = {id(sub): [sub, path, None, False, 0] for path, sub in named}
+            return
+        first_of_type = {type(sub): sub for sub in reversed(self.modules)}
+        for sub in first_of_type.values():  # before any lookup: a subclass resolves to them
+            register_for(sub)  # transformers' classes: built-in handlers, lazily
         by_type: dict[type[nn.Module], tuple[ModuleHandler | None, bool]] = {}
         for path, sub in named:
             found = by_type.get(type(sub))
             if found is None:  # one MRO walk per module type, not per module
-                handler = lookup_handler(type(sub), custom) if full else None
+                handler = lookup_handler(type(sub), custom)
                 is_custom = handler is not None and any(handler is h for h in custom.values())
                 found = by_type[type(sub)] = (handler, is_custom)
             self.known[id(sub)] = [sub, path, found[0], found[1], 0]
