@@ -9,6 +9,7 @@ from torch import nn
 from torchscan_stages.analysis.crawl import crawl_module
 from torchscan_stages.analysis.handlers import METHOD, SCOPE, CallContext, ModuleHandler
 from torchscan_stages.analysis.layer_records import sum_metric
+from torchscan_stages.analysis.module_formulas._common import subtree_param_numel
 from torchscan_stages.analysis.module_formulas.conv import conv_rf
 from torchscan_stages.analysis.tensor_meta import capture, meta_of, to_value_meta
 from torchscan_stages.report import LayerRecord, MetricResult, combine_sum
@@ -147,3 +148,10 @@ def test_conv_rf_memo_is_per_configuration_and_copied() -> None:
     assert conv_rf(a)["receptive_field"] == 3
     a.padding = [2, 2]  # type: ignore[assignment]  # unhashable: computed without the memo
     assert conv_rf(a)["effective_padding"] == 2
+
+
+def test_subtree_param_numel_counts_each_tensor_once() -> None:
+    shared = nn.Linear(3, 3)  # 3*3 + 3 = 12
+    model = nn.Sequential(shared, nn.Sequential(shared, nn.Linear(3, 2)), nn.ReLU())
+    # 12 (shared, once) + 3*2 + 2 = 20
+    assert subtree_param_numel(model) == sum(p.numel() for p in model.parameters()) == 20
