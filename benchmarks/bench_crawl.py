@@ -2,7 +2,8 @@
 
 Per model, one round times every variant once, in an order that rotates from round to round:
 a plain ``no_grad`` forward, the two mechanism floors (an empty dispatch mode; empty global
-module hooks; benchmarks/peers.py), ``crawl_module`` full and structure, and ptflops (when
+module hooks; benchmarks/peers.py), the operator counter alone (what a full crawl adds on top
+of it is the crawl's own share), ``crawl_module`` full and structure, and ptflops (when
 importable: run this under ``benchmarks/.venv``). Each ratio is taken within its round
 (variant / plain of the same round); the table gives median [IQR] over rounds, for process
 CPU time and for wall time. The bars (issue 18), judged on the CPU-time median:
@@ -39,9 +40,18 @@ from peers import run_empty_dispatch, run_empty_hooks
 from torch import nn
 
 from torchscan_stages.analysis.crawl import crawl_module
+from torchscan_stages.analysis.operators import OperatorCounter
 
 HERE = Path(__file__).resolve().parent
-VARIANTS = ("plain", "dispatch floor", "hooks floor", "crawl full", "crawl structure", "ptflops")
+VARIANTS = (
+    "plain",
+    "dispatch floor",
+    "hooks floor",
+    "operator counter",
+    "crawl full",
+    "crawl structure",
+    "ptflops",
+)
 MOE_SECONDS, MOE_GIB = 30.0, 2.0
 
 
@@ -50,8 +60,13 @@ def _variants(model: nn.Module, x: torch.Tensor) -> dict[str, Callable[[], objec
         with torch.no_grad():
             model(x)
 
+    def counter() -> None:  # the full crawl's operator counting alone (analysis/operators.py)
+        with torch.no_grad(), OperatorCounter():
+            model(x)
+
     calls: dict[str, Callable[[], object]] = {
         "plain": plain,
+        "operator counter": counter,
         "dispatch floor": lambda: run_empty_dispatch(model, x),
         "hooks floor": lambda: run_empty_hooks(model, x),
         "crawl full": lambda: crawl_module(model, args=(x,)),
@@ -180,7 +195,8 @@ def main() -> None:
         f"{torch.__version__}, Python {platform.python_version()}, 1 thread. Ratio to a plain "
         "no_grad forward of the same round, median [IQR] over interleaved rounds in rotating "
         "order, process CPU time (wall-time median in brackets). Floors: the forward under an "
-        "empty dispatch mode / empty global module hooks (benchmarks/peers.py). Per block on "
+        "empty dispatch mode / empty global module hooks (benchmarks/peers.py); operator counter = "
+        "the forward under `OperatorCounter()` alone, the full crawl's counting. Per block on "
         "5,000 blocks = ratio x plain / 5,000, so per-block order is the ratio's.",
         "",
         "| model | rounds | " + " | ".join(VARIANTS[1:]) + " |",
@@ -199,6 +215,12 @@ def main() -> None:
             cells.append(f"{_fmt(cpu)} ({statistics.median(wall):.2f})")
         lines.append(f"| {name} | {rounds} | " + " | ".join(cells) + " |")
         med = {v: statistics.median(r[0] for r in rs) for v, rs in ratios.items()}
+        if "operator counter" in med:
+            verdicts.append(
+                f"* {name}: crawl full - operator counter = "
+                f"{med['crawl full'] - med['operator counter']:+.2f}x (the crawl's own share: "
+                "hooks, handlers, records, report; no bar)"
+            )
         for what, got, bar in _bars(name, med):
             verdicts.append(
                 f"* {name}: {what}: {got:.2f}x vs bar {bar:.2f}x -> "
