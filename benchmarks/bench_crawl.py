@@ -194,7 +194,7 @@ def main() -> None:
         f"{platform.machine()}, {os.cpu_count()} logical cores, shared with other work, torch "
         f"{torch.__version__}, Python {platform.python_version()}, 1 thread. Ratio to a plain "
         "no_grad forward of the same round, median [IQR] over interleaved rounds in rotating "
-        "order, process CPU time (wall-time median in brackets). Floors: the forward under an "
+        "order, process CPU time (wall-time median in parentheses). Floors: the forward under an "
         "empty dispatch mode / empty global module hooks (benchmarks/peers.py); operator counter = "
         "the forward under `OperatorCounter()` alone, the full crawl's counting. Per block on "
         "5,000 blocks = ratio x plain / 5,000, so per-block order is the ratio's.",
