@@ -14,7 +14,9 @@ CPU time and for wall time. The bars (issue 18), judged on the CPU-time median:
 * DeepSeek-V3-shaped MoE on ``meta`` (46,848 Linear calls): a full crawl in a fresh child
   process within 30 s and 2 GiB peak RSS (``resource.getrusage`` in the child).
 
-``--quick`` runs fewer rounds; ``--doc docs/benchmarks.md`` writes the ``bench_crawl`` block
+``--attribution`` also times the per-layer operator FLOPs step (``layer_records.operator_flops``)
+inside full crawls of the CNN and GPT-2 (bar: at most 1.05x, issue 14). ``--quick`` runs fewer
+rounds; ``--doc docs/benchmarks.md`` writes the ``bench_crawl`` block
 there (atomically, between its markers); ``--markdown`` prints it.
 """
 
@@ -39,6 +41,7 @@ from models import moe_model, resnet50_shaped, scaling_model, transformer_encode
 from peers import run_empty_dispatch, run_empty_hooks
 from torch import nn
 
+from torchscan_stages.analysis import layer_records
 from torchscan_stages.analysis.crawl import crawl_module
 from torchscan_stages.analysis.operators import OperatorCounter
 
@@ -175,17 +178,81 @@ def _moe_row() -> dict[str, Any]:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def _gpt2() -> tuple[nn.Module, dict[str, torch.Tensor]] | None:
+    try:
+        from torchscan_stages.integrations.hf_models import build_hf_model, token_inputs
+    except ImportError:
+        return None
+    config = {"n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257}
+    try:  # transformers is in the project's .venv (the hf extra), not in benchmarks/.venv
+        model = build_hf_model("GPT2Config", model_class="AutoModelForCausalLM", **config)
+    except ImportError:
+        print("gpt2: skipped (transformers not installed in this interpreter)")
+        return None
+    return model, token_inputs(batch_size=1, seq_len=128, vocab_size=50257)
+
+
+def attribution_overhead(name: str, run: Callable[[], object], repeats: int) -> None:
+    """Share of a full crawl spent on the per-layer operator FLOPs, two ways.
+
+    Timed inside: the step itself (``layer_records.operator_flops``, wrapped with a timer)
+    against the whole crawl, which is robust on a loaded machine; and side by side: crawls
+    with the step against crawls with it switched off, interleaved (noisier).
+    """
+    attribute = layer_records.operator_flops
+    inside: list[float] = []
+
+    def timed(*args: object) -> object:
+        start = time.perf_counter()
+        try:
+            return attribute(*args)  # type: ignore[arg-type]
+        finally:
+            inside.append(time.perf_counter() - start)
+
+    with_step, without = [], []
+    run()  # warm-up
+    try:
+        for _ in range(repeats):
+            for switched_off, times in ((False, with_step), (True, without)):
+                layer_records.operator_flops = (  # type: ignore[assignment]
+                    (lambda calls, owner_ops: None) if switched_off else timed
+                )
+                start = time.perf_counter()
+                run()
+                times.append(time.perf_counter() - start)
+    finally:
+        layer_records.operator_flops = attribute  # type: ignore[assignment]
+    crawl, step = statistics.median(with_step), statistics.median(inside)
+    print(
+        f"{name:<22} per-layer operator FLOPs: crawl {crawl * 1e3:8.1f} ms, step "
+        f"{step * 1e3:6.2f} ms -> {1 + step / (crawl - step):5.3f}x timed inside, "
+        f"{crawl / statistics.median(without):5.3f}x side by side (target 1.05)"
+    )
+
+
+def _attribution(repeats: int) -> None:
+    cnn, image = resnet50_shaped().eval(), torch.randn(1, 3, 224, 224)
+    attribution_overhead("resnet50-shaped 224", lambda: crawl_module(cnn, args=(image,)), repeats)
+    gpt2 = _gpt2()
+    if gpt2 is not None:
+        model, tokens = gpt2
+        attribution_overhead("gpt2 124M L128", lambda: crawl_module(model, kwargs=tokens), repeats)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--doc", type=Path, default=None, help="write the bench_crawl block")
+    parser.add_argument("--attribution", action="store_true", help="per-layer FLOPs step")
     parser.add_argument("--moe-child", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.moe_child:
         moe_child()
         return
     torch.set_num_threads(1)
+    if options.attribution:
+        _attribution(3 if options.quick else 7)
     lines = [
         "## crawl_module against its mechanism floors and ptflops",
         "",
