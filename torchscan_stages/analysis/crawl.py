@@ -521,7 +521,7 @@ def _run(
         post = recorder.post_hook if full else recorder.structure_post_hook
         handles.append(register_module_forward_pre_hook(pre))
         handles.append(register_module_forward_hook(post, with_kwargs=True))
-        _to_eval(module, modules)
+        _to_eval(module, modules, flags)
         with torch.no_grad():
             if recorder.full:
                 recorder.counter = OperatorCounter(mapping or None, owner=recorder.owner)
@@ -539,22 +539,24 @@ def _run(
                 sub.training = flag
 
 
-def _to_eval(module: nn.Module, modules: list[nn.Module]) -> None:
+def _to_eval(module: nn.Module, modules: list[nn.Module], flags: list[bool]) -> None:
     """``module.eval()``, without a Python ``train()`` frame per module where that is all it is.
 
-    A type that overrides ``train`` or ``__setattr__`` gets the real ``module.eval()``.
+    A type that overrides ``train`` or ``__setattr__`` gets the real ``module.eval()``; when
+    every type is plain, only the modules found training (``flags``) are switched.
     """
     plain = _PLAIN_TRAIN
-    for sub in modules:
-        cls = type(sub)
+    for cls in {type(sub) for sub in modules}:  # one check per type
         ok = plain.get(cls)
         if ok is None:
             ok = plain[cls] = cls.train is nn.Module.train and cls.__setattr__ is _MODULE_SETATTR
         if not ok:
             module.eval()
             return
-    for sub in modules:
-        if sub.training:
+    if not any(flags):
+        return
+    for sub, training in zip(modules, flags, strict=True):
+        if training:
             sub.__dict__["training"] = False
 
 

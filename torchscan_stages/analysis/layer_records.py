@@ -557,10 +557,13 @@ def _records(
     aggregates: list[dict[str, MetricResult]],
     rf_values: list[tuple[MetricResult, MetricResult, MetricResult]],
     per_layer_ops: list[LayerOperatorFlops] | None,
+    same_metrics: dict[str, MetricResult] | None = None,
 ) -> list[LayerRecord]:
-    """One LayerRecord per call. Parameter sums are taken once per module; a record's
-    ``shared_parameters`` counts the parameters an earlier record already showed (another
-    module holding the same tensor, or an earlier call of the same module)."""
+    """One LayerRecord per call (``same_metrics``: one LayerMetrics state for every call).
+
+    Parameter sums are taken once per module; a record's ``shared_parameters`` counts the
+    parameters an earlier record already showed (another module holding the same tensor, or
+    an earlier call of the same module)."""
     sums: dict[int, tuple[dict[str, int], list[tuple[int, int]]]] = {}
     seen: set[int] = set()
     records = []
@@ -578,16 +581,19 @@ def _records(
                     shared += n
                 seen.add(key)
             params["shared_parameters"] = shared
-        aggregate = aggregates[i]
-        rf, stride, pad = rf_values[i]
-        metrics = {
-            "module_flops": aggregate["module_flops"],
-            "macs": aggregate["macs"],
-            "dmas": aggregate["dmas"],
-            "receptive_field": rf,
-            "effective_stride": stride,
-            "effective_padding": pad,
-        }
+        if same_metrics is not None:  # structure: every record's metrics are unavailable
+            metrics = same_metrics.copy()
+        else:
+            aggregate = aggregates[i]
+            rf, stride, pad = rf_values[i]
+            metrics = {
+                "module_flops": aggregate["module_flops"],
+                "macs": aggregate["macs"],
+                "dmas": aggregate["dmas"],
+                "receptive_field": rf,
+                "effective_stride": stride,
+                "effective_padding": pad,
+            }
         handler = call.handler
         path = call.path
         records.append(
@@ -629,12 +635,8 @@ def build(calls: list[Call], mode: Mode, counter: OperatorCounter | None, fill: 
     if mode == "structure" or counter is None:
         unknown = {name: _UNAVAILABLE[name] for name in COST_METRICS}
         aggregates = [unknown] * n  # read only: every call's is the same
-        none = (
-            unavailable("receptive_field"),
-            unavailable("effective_stride"),
-            unavailable("effective_padding"),
-        )
-        records = _records(calls, aggregates, [none] * n, None)
+        same = {**unknown, **{name: unavailable(name) for name in RF_METRICS}}
+        records = _records(calls, aggregates, [], None, same)
         return Built(records, aggregates, [], [], [])
     owner_ops = counter.owner_ops()
     own = _own_parts(calls, counter, owner_ops, fill)
