@@ -274,8 +274,16 @@ def _from_handler(own: _Own, i: int, call: Call) -> bool:
                 f"{type(call.module).__name__} at {call.path or '<root>'}",
             )
         )
-    if all(m in metrics and metrics[m].is_complete for m in RF_METRICS):
-        own.rf_local[i] = tuple(metrics[m].value for m in RF_METRICS)  # type: ignore[assignment]
+    rf = metrics.get("receptive_field")
+    stride = metrics.get("effective_stride")
+    pad = metrics.get("effective_padding")
+    if (
+        rf is not None
+        and stride is not None
+        and pad is not None
+        and rf.status == stride.status == pad.status == "complete"
+    ):
+        own.rf_local[i] = (rf.value, stride.value, pad.value)
     return True
 
 
