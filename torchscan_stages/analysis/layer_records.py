@@ -194,7 +194,7 @@ def handler_metrics(call: Call) -> tuple[dict[str, MetricResult], list[Diagnosti
         return {}, [failed], True
     result = call.result
     try:
-        if not isinstance(result, Mapping):
+        if type(result) is not dict and not isinstance(result, Mapping):  # dict: no ABC check
             raise TypeError(f"returned {type(result).__name__}, expected a mapping of metrics")
         unknown = () if _RESULT_KEYS.issuperset(result) else set(result) - _RESULT_KEYS
         if unknown:
@@ -400,7 +400,11 @@ def _aggregate(calls: list[Call], own: list[dict[str, MetricResult]]) -> list[di
         call = calls[i]
         mine_all = own[i]
         if not call.children:  # a leaf: its own part is its whole call
-            aggregates[i] = {m: mine_all.get(m) or _UNAVAILABLE[m] for m in COST_METRICS}
+            aggregates[i] = {
+                "module_flops": mine_all.get("module_flops") or _UNAVAILABLE["module_flops"],
+                "macs": mine_all.get("macs") or _UNAVAILABLE["macs"],
+                "dmas": mine_all.get("dmas") or _UNAVAILABLE["dmas"],
+            }
             continue
         inclusive = call.handler is not None and call.handler.inclusive
         for name in COST_METRICS:
