@@ -413,6 +413,7 @@ def _tensor_sums(modules: list[nn.Module]) -> tuple[int, int, int, int, int]:
     """(parameters, trainable, parameter bytes, buffer elements, buffer bytes) of the model,
     each tensor counted once (what ``parameters()`` and ``buffers()`` give), in one walk."""
     seen: set[int] = set()
+    seen_buffers: set[int] = set()
     total = trainable = pbytes = buffers = bbytes = 0
     for sub in modules:
         for p in sub._parameters.values():
@@ -423,8 +424,8 @@ def _tensor_sums(modules: list[nn.Module]) -> tuple[int, int, int, int, int]:
                 trainable += n if p.requires_grad else 0
                 pbytes += n * p.element_size()
         for b in sub._buffers.values():
-            if b is not None and id(b) not in seen:
-                seen.add(id(b))
+            if b is not None and id(b) not in seen_buffers:
+                seen_buffers.add(id(b))
                 buffers += b.numel()
                 bbytes += b.numel() * b.element_size()
     return total, trainable, pbytes, buffers, bbytes
