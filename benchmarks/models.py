@@ -369,3 +369,48 @@ def set_mixed_modes(model: nn.Module) -> nn.Module:
     for module in model.modules():
         module.training = not isinstance(module, MODE_DEPENDENT)
     return model
+
+
+# ----------------------------------------------------------------------------- MoE on meta
+
+
+class MoELayer(nn.Module):
+    """One DeepSeek-V3-shaped MoE layer: ``experts`` SwiGLU experts, each called on ``x``.
+
+    Per expert, three bias-free ``nn.Linear`` modules in three ModuleLists (gate, up, down):
+    ``down(silu(gate(x)) * up(x))``, added to the residual. Every expert runs on every token
+    (no router), so the call count and MACs have a closed form; on ``meta`` nothing computes.
+    """
+
+    def __init__(self, hidden: int, intermediate: int, experts: int, device: str) -> None:
+        super().__init__()
+
+        def linears(cin: int, cout: int) -> nn.ModuleList:
+            return nn.ModuleList(
+                nn.Linear(cin, cout, bias=False, device=device) for _ in range(experts)
+            )
+
+        self.gate_proj = linears(hidden, intermediate)
+        self.up_proj = linears(hidden, intermediate)
+        self.down_proj = linears(intermediate, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = x
+        for gate, up, down in zip(self.gate_proj, self.up_proj, self.down_proj, strict=True):
+            out = out + down(F.silu(gate(x)) * up(x))
+        return out
+
+
+def moe_model(
+    layers: int = 61,
+    experts: int = 256,
+    hidden: int = 7168,
+    intermediate: int = 2048,
+    device: str = "meta",
+) -> nn.Module:
+    """DeepSeek-V3-shaped MoE stack (61 x 256 experts x 3 Linear = 46,848 Linear calls).
+
+    Built on ``meta`` by default: 687 G parameters that take no memory, for crawls of a
+    model's structure and formulas at full size.
+    """
+    return nn.Sequential(*[MoELayer(hidden, intermediate, experts, device) for _ in range(layers)])

@@ -13,7 +13,6 @@ and hooks are restored in ``finally``; grad mode by ``torch.no_grad``.
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -28,6 +27,7 @@ from torch.nn.modules.module import (
 from torch.utils._python_dispatch import _disable_current_modes
 
 from ..devices import resolve_device
+from ..measure.lazy import lazy_output_diagnostic
 from ..provenance import build_provenance
 from ..report import (
     AnalysisReport,
@@ -57,7 +57,7 @@ from .model_forms import (
     without_data_diagnostics,
 )
 from .operators import OperatorCounter, classify_custom_mapping
-from .tensor_meta import call_capture, capture, to_value_meta
+from .tensor_meta import call_capture, meta_of, to_value_meta
 
 COST_METRICS = ("module_flops", "macs", "dmas")
 
@@ -224,35 +224,49 @@ def _check_fill(fill: Any) -> bool | tuple[type[nn.Module], ...]:
 # ------------------------------------------------------------------------------ hooks
 
 
+_get_ident = threading.get_ident
+_new_context = object.__new__
+
+
 class _Recorder:
     """The crawl's two global hooks and the call tree they build (crawling thread only).
 
     One global pre-hook and one global hook (filtered to this model's modules and to the
     thread that crawls) instead of two handles per module: registration stays O(1), and
     PyTorch's fused fast paths, which refuse modules that carry their own hooks, run as in
-    a plain forward.
+    a plain forward. The hooks are the hot path: one dict lookup, one Call, one capture each.
     """
 
     def __init__(
         self, module: nn.Module, full: bool, custom: Mapping[type[nn.Module], ModuleHandler]
     ) -> None:
         self.full = full
-        self.thread = threading.get_ident()
+        self.thread = _get_ident()
         self.calls: list[Call] = []
+        self.roots: list[int] = []  # calls made outside any recorded call (the model's own)
         self.stack: list[int] = []
         self.keys: list[str] = []
-        self.call_counts: dict[int, int] = {}
         self.inclusive_depth = 0
         self.counter: OperatorCounter | None = None
-        self.known: dict[int, tuple[nn.Module, str, ModuleHandler | None, bool]] = {}
+        # id(module) -> [module, path, handler, is_custom, calls so far]; the entry holds the
+        # module, so while this recorder lives no other object can have a key's id
+        self.known: dict[int, list[Any]] = {}
         named = list(module.named_modules())
-        if full:  # a structure crawl looks up no handler
-            for _, sub in named:
-                register_for(sub)  # transformers' classes: built-in handlers, lazily
+        self.modules = [sub for _, sub in named]
+        if not full:  # a structure crawl looks up no handler
+            self.known = {id(sub): [sub, path, None, False, 0] for path, sub in named}
+            return
+        first_of_type = {type(sub): sub for sub in reversed(self.modules)}
+        for sub in first_of_type.values():  # before any lookup: a subclass resolves to them
+            register_for(sub)  # transformers' classes: built-in handlers, lazily
+        by_type: dict[type[nn.Module], tuple[ModuleHandler | None, bool]] = {}
         for path, sub in named:
-            handler = lookup_handler(type(sub), custom) if full else None
-            is_custom = handler is not None and any(handler is h for h in custom.values())
-            self.known[id(sub)] = (sub, path, handler, is_custom)
+            found = by_type.get(type(sub))
+            if found is None:  # one MRO walk per module type, not per module
+                handler = lookup_handler(type(sub), custom)
+                is_custom = handler is not None and any(handler is h for h in custom.values())
+                found = by_type[type(sub)] = (handler, is_custom)
+            self.known[id(sub)] = [sub, path, found[0], found[1], 0]
 
     def owner(self) -> str | None:
         return self.keys[-1] if self.keys else None
@@ -270,24 +284,37 @@ class _Recorder:
             tuple(sorted({**ops.counted_calls, **ops.uncounted_calls})),
         )
 
+    def _open(self, mod: nn.Module, entry: list[Any], hook_args: tuple[Any, ...]) -> Call:
+        """Append the call that starts now and make it the innermost one."""
+        path, index = entry[1], entry[4]
+        entry[4] = index + 1
+        stack, calls = self.stack, self.calls
+        position = len(calls)
+        key = path if index == 0 else f"{path}#{index}"
+        parent: int | None = None
+        if stack:
+            parent = top = stack[-1]
+            siblings = calls[top].children
+            if isinstance(siblings, list):
+                siblings.append(position)
+            else:  # a leaf keeps the shared empty tuple: one list fewer per leaf call
+                calls[top].children = [position]
+        else:
+            self.roots.append(position)
+        call = Call(mod, path, index, parent, entry[2], key, meta_of(hook_args))
+        calls.append(call)
+        stack.append(position)
+        return call
+
     def pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
         entry = self.known.get(id(mod))
-        if entry is None or entry[0] is not mod or threading.get_ident() != self.thread:
+        if entry is None or _get_ident() != self.thread:
             return
-        _, path, handler, _ = entry
-        index = self.call_counts.get(id(mod), 0)
-        self.call_counts[id(mod)] = index + 1
-        parent = self.stack[-1] if self.stack else None
-        key = path if index == 0 else f"{path}#{index}"
-        position = len(self.calls)
-        inside = self.inclusive_depth > 0
-        call = Call(mod, path, index, parent, handler, key, capture(hook_args))
-        call.inside_inclusive = inside
-        self.calls.append(call)
-        if parent is not None:
-            self.calls[parent].children.append(position)
-        self.stack.append(position)
-        self.keys.append(key)
+        call = self._open(mod, entry, hook_args)
+        self.keys.append(call.key)
+        if self.inclusive_depth:
+            call.inside_inclusive = True
+        handler = entry[2]
         if handler is not None and handler.inclusive:
             self.inclusive_depth += 1
 
@@ -295,22 +322,76 @@ class _Recorder:
         self, mod: nn.Module, hook_args: tuple[Any, ...], hook_kwargs: dict[str, Any], output: Any
     ) -> None:
         entry = self.known.get(id(mod))
-        if entry is None or entry[0] is not mod or not self.stack:
+        if entry is None or not self.stack or _get_ident() != self.thread:
             return
-        if threading.get_ident() != self.thread:
-            return
-        _, path, handler, is_custom = entry
         call = self.calls[self.stack.pop()]
         self.keys.pop()
-        call.output = capture(output)
+        call.output = meta_of(output)
         if hook_kwargs:
-            call.inputs = call_capture(hook_args, hook_kwargs)
-        if handler is None:
+            call.inputs = to_value_meta(call_capture(hook_args, hook_kwargs))
+        handler = entry[2]
+        if handler is not None:
+            self._estimate(call, handler, entry[3], hook_args, hook_kwargs, output)
+
+    def structure_pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
+        """``pre_hook`` for mode='structure': no handler, no operator owner (``_open`` inline:
+        a structure crawl is mostly this hook)."""
+        entry = self.known.get(id(mod))
+        if entry is None or _get_ident() != self.thread:
             return
+        path, index = entry[1], entry[4]
+        entry[4] = index + 1
+        stack, calls = self.stack, self.calls
+        position = len(calls)
+        parent: int | None = None
+        if stack:
+            parent = top = stack[-1]
+            siblings = calls[top].children
+            if isinstance(siblings, list):
+                siblings.append(position)
+            else:
+                calls[top].children = [position]
+        else:
+            self.roots.append(position)
+        key = path if index == 0 else f"{path}#{index}"
+        calls.append(Call(mod, path, index, parent, None, key, meta_of(hook_args)))
+        stack.append(position)
+
+    def structure_post_hook(
+        self, mod: nn.Module, hook_args: tuple[Any, ...], hook_kwargs: dict[str, Any], output: Any
+    ) -> None:
+        entry = self.known.get(id(mod))
+        if entry is None or not self.stack or _get_ident() != self.thread:
+            return
+        call = self.calls[self.stack.pop()]
+        call.output = meta_of(output)
+        if hook_kwargs:
+            call.inputs = to_value_meta(call_capture(hook_args, hook_kwargs))
+
+    def _estimate(
+        self,
+        call: Call,
+        handler: ModuleHandler,
+        is_custom: bool,
+        hook_args: tuple[Any, ...],
+        hook_kwargs: dict[str, Any],
+        output: Any,
+    ) -> None:
+        """Run the call's handler while its tensors are alive (a failure is kept, not raised)."""
         if handler.inclusive:
             self.inclusive_depth -= 1
-        ops = functools.partial(self.own_operators, call.key)
-        context = CallContext(mod, path, call.call_index, hook_args, hook_kwargs, output, ops)
+        # CallContext is a frozen dataclass: filling its __dict__ at once skips its seven
+        # object.__setattr__ calls (the same instance, equal to one built by __init__)
+        context = _new_context(CallContext)
+        context.__dict__.update(
+            module=call.module,
+            path=call.path,
+            call_index=call.call_index,
+            args=hook_args,
+            kwargs=hook_kwargs,
+            output=output,
+            operators=functools.partial(self.own_operators, call.key),
+        )
         try:
             if is_custom:  # user code: keep its tensor work out of the operator count
                 with _disable_current_modes():
@@ -328,29 +409,33 @@ def _count(value: int, unit: str) -> MetricResult:
     return MetricResult.complete(value, unit=unit, scope="model", method="parameter_count")
 
 
-def _unique_tensors(module: nn.Module) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Parameters and buffers of the model, each tensor once (what ``parameters()`` and
-    ``buffers()`` give) from one walk over the modules instead of two generator chains."""
-    params: dict[int, torch.Tensor] = {}
-    buffers: dict[int, torch.Tensor] = {}
-    for sub in module.modules():
+def _tensor_sums(modules: list[nn.Module]) -> tuple[int, int, int, int, int]:
+    """(parameters, trainable, parameter bytes, buffer elements, buffer bytes) of the model,
+    each tensor counted once (what ``parameters()`` and ``buffers()`` give), in one walk."""
+    seen: set[int] = set()
+    seen_buffers: set[int] = set()
+    total = trainable = pbytes = buffers = bbytes = 0
+    for sub in modules:
         for p in sub._parameters.values():
-            if p is not None:
-                params.setdefault(id(p), p)
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                n = p.numel()
+                total += n
+                trainable += n if p.requires_grad else 0
+                pbytes += n * p.element_size()
         for b in sub._buffers.values():
-            if b is not None:
-                buffers.setdefault(id(b), b)
-    return list(params.values()), list(buffers.values())
+            if b is not None and id(b) not in seen_buffers:
+                seen_buffers.add(id(b))
+                buffers += b.numel()
+                bbytes += b.numel() * b.element_size()
+    return total, trainable, pbytes, buffers, bbytes
 
 
 def _totals(
-    module: nn.Module, built: Built, calls: list[Call], operator_total: MetricResult
+    modules: list[nn.Module], built: Built, roots: list[int], operator_total: MetricResult
 ) -> AnalysisTotals:
-    params, buffers = _unique_tensors(module)
-    total = sum(p.numel() for p in params)
-    trainable = sum(p.numel() for p in params if p.requires_grad)
+    total, trainable, pbytes, buffer_elements, bbytes = _tensor_sums(modules)
     cost = {}
-    roots = [i for i, c in enumerate(calls) if c.parent is None]
     for name in COST_METRICS:
         cost[name] = sum_metric(name, [built.aggregates[i][name] for i in roots])
         if not roots:
@@ -359,9 +444,9 @@ def _totals(
         parameters=_count(total, "parameters"),
         trainable_parameters=_count(trainable, "parameters"),
         frozen_parameters=_count(total - trainable, "parameters"),
-        parameter_bytes=_count(sum(p.numel() * p.element_size() for p in params), "bytes"),
-        buffer_elements=_count(sum(b.numel() for b in buffers), "elements"),
-        buffer_bytes=_count(sum(b.numel() * b.element_size() for b in buffers), "bytes"),
+        parameter_bytes=_count(pbytes, "bytes"),
+        buffer_elements=_count(buffer_elements, "elements"),
+        buffer_bytes=_count(bbytes, "bytes"),
         module_flops=cost["module_flops"],
         macs=cost["macs"],
         dmas=cost["dmas"],
@@ -408,9 +493,13 @@ def crawl_module(
             output = _run(module, recorder, mapping, call_args, call_kwargs)
         built = build(recorder.calls, mode, recorder.counter, fill)
         report = _assemble(module, mode, built, recorder, call_args, call_kwargs, output)
+        failures = built.handler_failures
+        # the calls and per-call scratch die here, by reference count: the collector's first
+        # pass after the pause then scans only what the report keeps
+        del recorder, built, output
     report.diagnostics[:0] = notes
     if strict:
-        incomplete = _incomplete(report, built.handler_failures)
+        incomplete = _incomplete(report, failures)
         if incomplete:
             raise IncompleteAnalysisError(report, incomplete)
     return report
@@ -424,12 +513,16 @@ def _run(
     call_kwargs: dict[str, Any],
 ) -> Any:
     """The one hooked forward; every training flag and hook is restored, also on error."""
-    flags = [(sub, sub.training) for sub in module.modules()]
+    modules = recorder.modules
+    flags = [sub.training for sub in modules]
     handles: list[Any] = []
     try:
-        handles.append(register_module_forward_pre_hook(recorder.pre_hook))
-        handles.append(register_module_forward_hook(recorder.post_hook, with_kwargs=True))
-        module.eval()
+        full = recorder.full
+        pre = recorder.pre_hook if full else recorder.structure_pre_hook
+        post = recorder.post_hook if full else recorder.structure_post_hook
+        handles.append(register_module_forward_pre_hook(pre))
+        handles.append(register_module_forward_hook(post, with_kwargs=True))
+        _to_eval(module, modules, flags)
         with torch.no_grad():
             if recorder.full:
                 recorder.counter = OperatorCounter(mapping or None, owner=recorder.owner)
@@ -442,8 +535,34 @@ def _run(
             # torch's RemovableHandle forgets the with_kwargs flag of a global hook (it only
             # clears the always_called dict): drop it so no trace of the crawl remains.
             _global_forward_hooks_with_kwargs.pop(handle.id, None)
-        for sub, flag in flags:
-            sub.training = flag
+        for sub, flag in zip(modules, flags, strict=True):
+            if sub.training != flag:  # most models are crawled as they stand: nothing to do
+                sub.training = flag
+
+
+def _to_eval(module: nn.Module, modules: list[nn.Module], flags: list[bool]) -> None:
+    """``module.eval()``, without a Python ``train()`` frame per module where that is all it is.
+
+    A type that overrides ``train`` or ``__setattr__`` gets the real ``module.eval()``; when
+    every type is plain, only the modules found training (``flags``) are switched.
+    """
+    plain = _PLAIN_TRAIN
+    for cls in {type(sub) for sub in modules}:  # one check per type
+        ok = plain.get(cls)
+        if ok is None:
+            ok = plain[cls] = cls.train is nn.Module.train and cls.__setattr__ is _MODULE_SETATTR
+        if not ok:
+            module.eval()
+            return
+    if not any(flags):
+        return
+    for sub, training in zip(modules, flags, strict=True):
+        if training:
+            sub.__dict__["training"] = False
+
+
+_PLAIN_TRAIN: dict[type, bool] = {}
+_MODULE_SETATTR = nn.Module.__setattr__
 
 
 def _empty_input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Diagnostic | None:
@@ -457,20 +576,6 @@ def _empty_input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Diagnostic | 
         severity="warning",
         message=f"every tensor input is empty ({shapes}): the costs describe a call that did no "
         "work on data; give a non-empty batch to measure the model",
-    )
-
-
-def _deferred_output(output: Any) -> Diagnostic | None:
-    """A forward that returned a generator or coroutine did its work lazily, not in the call."""
-    lazy = inspect.isgenerator(output) or inspect.iscoroutine(output)
-    if not (lazy or inspect.isasyncgen(output)):
-        return None
-    return Diagnostic(
-        code="deferred_output",
-        severity="warning",
-        message=f"the forward returned a {type(output).__name__} that was never consumed: its "
-        "work runs lazily, after the analysed call, so every cost is a lower bound (return "
-        "tensors, or consume the generator inside forward)",
     )
 
 
@@ -502,11 +607,13 @@ def _assemble(
                 "DMAs, receptive field and operator FLOPs were not computed (use mode='full')",
             )
         )
-    totals = _totals(module, built, recorder.calls, operator_total)
+    totals = _totals(recorder.modules, built, recorder.roots, operator_total)
     empty = _empty_input(call_args, call_kwargs)
     if empty is not None:
         diagnostics.append(empty)
-    deferred = _deferred_output(output)
+    # a forward that returned unrun work (a generator, a coroutine, a lazy iterator): the
+    # same check and diagnostic as every other pass (measure/lazy.py); costs are lower bounds
+    deferred = lazy_output_diagnostic(output, "module_flops,macs,dmas,operator_flops")
     if deferred is not None:
         diagnostics.append(deferred)
         totals = _lower_bounds(totals)

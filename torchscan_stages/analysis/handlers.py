@@ -201,15 +201,33 @@ def _check_number(name: str, value: int | float) -> None:
         raise ValueError(f"metric {name!r} must not be negative, got {value!r}")
 
 
+_COMPLETE: dict[tuple[str, int], MetricResult] = {}
+_COMPLETE_LIMIT = 1 << 16
+
+
+def complete_metric(name: str, value: int) -> MetricResult:
+    """The shared complete module-formula result for an int count (MetricResult is frozen).
+
+    A plain dict in front of MetricResult.complete's cache: a crawl asks for the same few
+    counts once per metric per call, and building that cache's keyword key dominated.
+    """
+    result = _COMPLETE.get((name, value))
+    if result is None:
+        result = MetricResult.complete(value, unit=METRIC_UNITS[name], scope=SCOPE, method=METHOD)
+        if len(_COMPLETE) < _COMPLETE_LIMIT:
+            _COMPLETE[(name, value)] = result
+    return result
+
+
 def to_metric(name: str, value: Any) -> MetricResult:
     """A handler's value for ``name`` as a MetricResult with module-formula unit/scope/method.
 
     TypeError for a bool or a non-number, ValueError for NaN, an infinity or a negative count
     (the crawl turns either into a ``handler_failed`` diagnostic naming the value).
     """
-    unit = METRIC_UNITS[name]
     if type(value) is int and value >= 0:  # the common case, first
-        return MetricResult.complete(value, unit=unit, scope=SCOPE, method=METHOD)
+        return complete_metric(name, value)
+    unit = METRIC_UNITS[name]
     if value is None:
         return MetricResult.unavailable(unit=unit, scope=SCOPE, method=METHOD)
     if isinstance(value, MetricResult):

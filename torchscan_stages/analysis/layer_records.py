@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+from pydantic import BaseModel
 from torch import nn
 
 from ..report import (
@@ -22,6 +23,7 @@ from ..report import (
     LayerRecord,
     MetricResult,
     ParameterStats,
+    ValueMeta,
     combine_sum,
     trusted_construct,
 )
@@ -34,11 +36,11 @@ from .handlers import (
     SCOPE,
     ModuleHandler,
     as_diagnostics,
+    complete_metric,
     to_metric,
 )
 from .operators import OperatorCounter, OwnerOps
 from .receptive import receptive_chain
-from .tensor_meta import RawMeta, to_value_meta
 
 Mode = Literal["full", "structure"]
 COST_METRICS = ("module_flops", "macs", "dmas")
@@ -67,13 +69,14 @@ _PRODUCTS = frozenset({"aten.mul", "aten.mul_"})
 _ACCUMULATING = frozenset(
     f"aten.{name}" for name in ("add", "add_", "sub", "sub_", "rsub", "sum", "mean")
 )
+_RESULT_KEYS = frozenset({*FORMULA_METRICS, "diagnostics"})
 OPERATOR_UNIT = "FLOPs"
 OPERATOR_METHOD = "operator_dispatch"
 
 
-@dataclass
+@dataclass(slots=True)
 class Call:
-    """One module call, filled by the hooks (cheap fields only)."""
+    """One module call, filled by the hooks (cheap fields only; slots: built once per call)."""
 
     module: nn.Module
     path: str
@@ -81,11 +84,11 @@ class Call:
     parent: int | None
     handler: ModuleHandler | None
     key: str
-    inputs: RawMeta
-    output: RawMeta | None = None
+    inputs: ValueMeta  # shared instances (to_value_meta's cache): the raw tuples die at once
+    output: ValueMeta | None = None
     result: Any = None
     error: str | None = None
-    children: list[int] = field(default_factory=list)
+    children: list[int] | tuple[()] = ()  # a list once the call has a child
     inside_inclusive: bool = False
 
 
@@ -124,10 +127,6 @@ _UNAVAILABLE = {
     name: MetricResult.unavailable(unit=unit, scope=SCOPE, method=METHOD)
     for name, unit in METRIC_UNITS.items()
 }
-_ZERO = {
-    name: MetricResult.complete(0, unit=unit, scope=SCOPE, method=METHOD)
-    for name, unit in METRIC_UNITS.items()
-}
 
 
 def unavailable(name: str) -> MetricResult:
@@ -135,8 +134,8 @@ def unavailable(name: str) -> MetricResult:
 
 
 def complete(name: str, value: int | float) -> MetricResult:
-    if value == 0 and isinstance(value, int):
-        return _ZERO[name]
+    if type(value) is int and value >= 0:
+        return complete_metric(name, value)
     return MetricResult.complete(value, unit=METRIC_UNITS[name], scope=SCOPE, method=METHOD)
 
 
@@ -155,6 +154,20 @@ def sum_metric(name: str, parts: list[MetricResult]) -> MetricResult:
     """Sum of module-formula parts; any operator-filled part makes the method say so."""
     if len(parts) == 1 and parts[0].unit == METRIC_UNITS[name]:  # a leaf: nothing to add
         return parts[0]
+    unit, total = METRIC_UNITS[name], 0
+    for part in parts:  # the common case: complete int module-formula parts, added here
+        value = part.value
+        if (
+            type(value) is not int
+            or part.status != "complete"
+            or part.method != METHOD
+            or part.unit != unit
+            or part.scope != SCOPE
+        ):
+            break
+        total += value
+    else:
+        return complete_metric(name, total)
     method = METHOD
     if any(p.method != METHOD for p in parts):
         method = MIXED_METHOD
@@ -181,9 +194,9 @@ def handler_metrics(call: Call) -> tuple[dict[str, MetricResult], list[Diagnosti
         return {}, [failed], True
     result = call.result
     try:
-        if not isinstance(result, Mapping):
+        if type(result) is not dict and not isinstance(result, Mapping):  # dict: no ABC check
             raise TypeError(f"returned {type(result).__name__}, expected a mapping of metrics")
-        unknown = set(result) - set(FORMULA_METRICS) - {"diagnostics"}
+        unknown = () if _RESULT_KEYS.issuperset(result) else set(result) - _RESULT_KEYS
         if unknown:
             raise ValueError(
                 f"returned unknown metric(s) {sorted(unknown)}; known: {list(FORMULA_METRICS)}"
@@ -261,8 +274,16 @@ def _from_handler(own: _Own, i: int, call: Call) -> bool:
                 f"{type(call.module).__name__} at {call.path or '<root>'}",
             )
         )
-    if all(m in metrics and metrics[m].is_complete for m in RF_METRICS):
-        own.rf_local[i] = tuple(metrics[m].value for m in RF_METRICS)  # type: ignore[assignment]
+    rf = metrics.get("receptive_field")
+    stride = metrics.get("effective_stride")
+    pad = metrics.get("effective_padding")
+    if (
+        rf is not None
+        and stride is not None
+        and pad is not None
+        and rf.status == stride.status == pad.status == "complete"
+    ):
+        own.rf_local[i] = (rf.value, stride.value, pad.value)
     return True
 
 
@@ -379,7 +400,11 @@ def _aggregate(calls: list[Call], own: list[dict[str, MetricResult]]) -> list[di
         call = calls[i]
         mine_all = own[i]
         if not call.children:  # a leaf: its own part is its whole call
-            aggregates[i] = {m: mine_all.get(m) or _UNAVAILABLE[m] for m in COST_METRICS}
+            aggregates[i] = {
+                "module_flops": mine_all.get("module_flops") or _UNAVAILABLE["module_flops"],
+                "macs": mine_all.get("macs") or _UNAVAILABLE["macs"],
+                "dmas": mine_all.get("dmas") or _UNAVAILABLE["dmas"],
+            }
             continue
         inclusive = call.handler is not None and call.handler.inclusive
         for name in COST_METRICS:
@@ -440,8 +465,81 @@ def operator_flops(calls: list[Call], owner_ops: dict[Any, OwnerOps]) -> list[La
 # -------------------------------------------------------------------------------- records
 
 
-def _param_stats(module: nn.Module, seen: set[int]) -> ParameterStats:
-    params = buffers = trainable = pbytes = bbytes = shared = 0
+# the states below are written in these field orders; a model that gained or moved a field
+# takes trusted_construct's checked path instead (defaults filled by model_construct)
+_WRITTEN_ORDER: dict[type[BaseModel], list[str]] = {
+    LayerRecord: [
+        "path",
+        "call_index",
+        "name",
+        "depth",
+        "type",
+        "is_leaf",
+        "handler",
+        "inclusive",
+        "input",
+        "output",
+        "params",
+        "metrics",
+        "operator_flops",
+    ],
+    LayerMetrics: [*COST_METRICS, *RF_METRICS],
+    ParameterStats: [
+        "parameters",
+        "trainable_parameters",
+        "parameter_bytes",
+        "buffer_elements",
+        "buffer_bytes",
+        "shared_parameters",
+    ],
+}
+_DIRECT: dict[type[BaseModel], bool] = {
+    cls: list(cls.__pydantic_fields__) == order and not cls.__pydantic_post_init__
+    for cls, order in _WRITTEN_ORDER.items()
+}
+
+
+_B = TypeVar("_B", bound=BaseModel)
+
+
+_SLOTS = BaseModel.__dict__
+_set_fields_set = _SLOTS["__pydantic_fields_set__"].__set__
+_set_extra = _SLOTS["__pydantic_extra__"].__set__
+_set_private = _SLOTS["__pydantic_private__"].__set__
+# every field is set, so every instance of a class has the same fields-set: one shared set
+# (pydantic only ever adds a field name to it on assignment, a no-op when all are in; it
+# copies it in model_copy), instead of one 13-entry set per record
+_FIELDS_SET = {cls: set(order) for cls, order in _WRITTEN_ORDER.items()}
+
+
+def _new(cls: type[_B], state: dict[str, Any]) -> _B:
+    """``trusted_construct`` for a state already complete and in field order (built here).
+
+    BaseModel's slots are set through their descriptors: a third of ``object.__setattr__``'s
+    cost, paid three times per record; the fields-set is the class's shared one.
+    """
+    if not _DIRECT[cls]:
+        return trusted_construct(cls, state)
+    model = object.__new__(cls)
+    object.__setattr__(model, "__dict__", state)
+    _set_fields_set(model, _FIELDS_SET[cls])
+    _set_extra(model, None)
+    _set_private(model, None)
+    return model
+
+
+_NO_TENSORS: tuple[dict[str, int], list[tuple[int, int]]] = (
+    dict.fromkeys(_WRITTEN_ORDER[ParameterStats], 0),
+    [],
+)
+
+
+def _module_sums(module: nn.Module) -> tuple[dict[str, int], list[tuple[int, int]]]:
+    """A ParameterStats state with shared_parameters 0, and the (id, numel) of each parameter."""
+    if not module._parameters and not module._buffers:
+        return _NO_TENSORS
+    params = buffers = trainable = pbytes = bbytes = 0
+    ids = []
     for p in module._parameters.values():
         if p is None:
             continue
@@ -449,25 +547,21 @@ def _param_stats(module: nn.Module, seen: set[int]) -> ParameterStats:
         params += n
         trainable += n if p.requires_grad else 0
         pbytes += n * p.element_size()
-        if id(p) in seen:
-            shared += n
-        seen.add(id(p))
+        ids.append((id(p), n))
     for b in module._buffers.values():
         if b is None:
             continue
         buffers += b.numel()
         bbytes += b.numel() * b.element_size()
-    return trusted_construct(
-        ParameterStats,
-        {
-            "parameters": params,
-            "trainable_parameters": trainable,
-            "parameter_bytes": pbytes,
-            "buffer_elements": buffers,
-            "buffer_bytes": bbytes,
-            "shared_parameters": shared,
-        },
-    )
+    state = {
+        "parameters": params,
+        "trainable_parameters": trainable,
+        "parameter_bytes": pbytes,
+        "buffer_elements": buffers,
+        "buffer_bytes": bbytes,
+        "shared_parameters": 0,
+    }
+    return state, ids
 
 
 def _records(
@@ -475,30 +569,61 @@ def _records(
     aggregates: list[dict[str, MetricResult]],
     rf_values: list[tuple[MetricResult, MetricResult, MetricResult]],
     per_layer_ops: list[LayerOperatorFlops] | None,
+    same_metrics: dict[str, MetricResult] | None = None,
 ) -> list[LayerRecord]:
+    """One LayerRecord per call (``same_metrics``: one LayerMetrics state for every call).
+
+    Parameter sums are taken once per module; a record's ``shared_parameters`` counts the
+    parameters an earlier record already showed (another module holding the same tensor, or
+    an earlier call of the same module)."""
+    sums: dict[int, tuple[dict[str, int], list[tuple[int, int]]]] = {}
     seen: set[int] = set()
     records = []
+    make = _bare if all(_DIRECT.values()) else _new
     for i, call in enumerate(calls):
-        metrics = dict(aggregates[i])
-        for name, value in zip(RF_METRICS, rf_values[i], strict=False):
-            metrics[name] = value
+        module = call.module
+        entry = sums.get(id(module))
+        if entry is None:
+            entry = sums[id(module)] = _module_sums(module)
+        params = entry[0].copy()
+        if entry[1]:
+            shared = 0
+            for key, n in entry[1]:
+                if key in seen:
+                    shared += n
+                seen.add(key)
+            params["shared_parameters"] = shared
+        if same_metrics is not None:  # structure: every record's metrics are unavailable
+            metrics = same_metrics.copy()
+        else:
+            aggregate = aggregates[i]
+            rf, stride, pad = rf_values[i]
+            metrics = {
+                "module_flops": aggregate["module_flops"],
+                "macs": aggregate["macs"],
+                "dmas": aggregate["dmas"],
+                "receptive_field": rf,
+                "effective_stride": stride,
+                "effective_padding": pad,
+            }
         handler = call.handler
+        path = call.path
         records.append(
-            trusted_construct(  # fields are typed by construction
+            make(  # fields are typed by construction, in LayerRecord's field order
                 LayerRecord,
                 {
-                    "path": call.path,
+                    "path": path,
                     "call_index": call.call_index,
-                    "name": call.path.rpartition(".")[2],
-                    "depth": 0 if not call.path else call.path.count(".") + 1,
-                    "type": type(call.module).__name__,
-                    "is_leaf": not call.module._modules,
+                    "name": path.rpartition(".")[2],
+                    "depth": 0 if not path else path.count(".") + 1,
+                    "type": type(module).__name__,
+                    "is_leaf": not module._modules,
                     "handler": handler.label if handler is not None else None,
                     "inclusive": bool(handler is not None and handler.inclusive),
-                    "input": to_value_meta(call.inputs),
-                    "output": to_value_meta(call.output) if call.output is not None else None,
-                    "params": _param_stats(call.module, seen),
-                    "metrics": trusted_construct(LayerMetrics, metrics),
+                    "input": call.inputs,
+                    "output": call.output,
+                    "params": make(ParameterStats, params),
+                    "metrics": make(LayerMetrics, metrics),
                     "operator_flops": per_layer_ops[i] if per_layer_ops is not None else None,
                 },
             )
@@ -506,17 +631,24 @@ def _records(
     return records
 
 
+def _bare(cls: type[_B], state: dict[str, Any]) -> _B:
+    """``_new`` without its fallback check (``_records`` checks once per crawl)."""
+    model = object.__new__(cls)
+    object.__setattr__(model, "__dict__", state)
+    _set_fields_set(model, _FIELDS_SET[cls])
+    _set_extra(model, None)
+    _set_private(model, None)
+    return model
+
+
 def build(calls: list[Call], mode: Mode, counter: OperatorCounter | None, fill: Any) -> Built:
     """Records, aggregates and diagnostics of the recorded calls."""
     n = len(calls)
     if mode == "structure" or counter is None:
-        aggregates = [{name: _UNAVAILABLE[name] for name in COST_METRICS} for _ in range(n)]
-        none = (
-            unavailable("receptive_field"),
-            unavailable("effective_stride"),
-            unavailable("effective_padding"),
-        )
-        records = _records(calls, aggregates, [none] * n, None)
+        unknown = {name: _UNAVAILABLE[name] for name in COST_METRICS}
+        aggregates = [unknown] * n  # read only: every call's is the same
+        same = {**unknown, **{name: unavailable(name) for name in RF_METRICS}}
+        records = _records(calls, aggregates, [], None, same)
         return Built(records, aggregates, [], [], [])
     owner_ops = counter.owner_ops()
     own = _own_parts(calls, counter, owner_ops, fill)

@@ -23,8 +23,10 @@ from ..report import Diagnostic
 
 def unwrap_compiled(module: nn.Module) -> tuple[nn.Module, list[Diagnostic]]:
     """The eager module behind a ``torch.compile`` wrapper, with a diagnostic; else itself."""
+    if type(module).__name__ != "OptimizedModule":  # first: a missing attribute costs a raise
+        return module, []
     inner = getattr(module, "_orig_mod", None)
-    if type(module).__name__ != "OptimizedModule" or not isinstance(inner, nn.Module):
+    if not isinstance(inner, nn.Module):
         return module, []
     return inner, [
         Diagnostic(
@@ -59,7 +61,10 @@ def scripted_diagnostics(module: nn.Module) -> list[Diagnostic]:
 
 def data_free_kind(values: Iterable[Any]) -> str | None:
     """``"meta"`` or ``"fake"`` when the first tensor among ``values`` holds no data."""
-    for item in tree_flatten(list(values))[0]:
+    values = list(values)
+    first = _first_shallow_tensor(values)
+    items = [first] if first is not None else tree_flatten(values)[0]
+    for item in items:
         if isinstance(item, torch.Tensor):
             return tensor_data_kind(item)
     return None
@@ -71,6 +76,21 @@ def tensor_data_kind(tensor: torch.Tensor) -> str | None:
         return "meta"
     if type(tensor).__name__ == "FakeTensor":
         return "fake"
+    return None
+
+
+def _first_shallow_tensor(values: list[Any]) -> torch.Tensor | None:
+    """The first tensor when it comes before any other container: the common ``[args,
+    kwargs]`` with a tensor first, without pytree's flattening (a fixed cost per crawl)."""
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            return value
+        if type(value) is not tuple:
+            return None
+        for item in value:
+            if isinstance(item, torch.Tensor):
+                return item
+            return None
     return None
 
 

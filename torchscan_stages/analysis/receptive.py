@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..report import Diagnostic, MetricResult
-from .handlers import METHOD, METRIC_UNITS, SCOPE
+from .handlers import METHOD, METRIC_UNITS, SCOPE, complete_metric
 
 Triple = tuple[MetricResult, MetricResult, MetricResult]
 
@@ -25,7 +25,10 @@ class _CallLike(Protocol):
 def _metric(name: str, value: Any) -> MetricResult:
     if value is None:
         return MetricResult.unavailable(unit=METRIC_UNITS[name], scope=SCOPE, method=METHOD)
-    return MetricResult.complete(_tidy(value), unit=METRIC_UNITS[name], scope=SCOPE, method=METHOD)
+    value = _tidy(value)
+    if type(value) is int and value >= 0:
+        return complete_metric(name, value)
+    return MetricResult.complete(value, unit=METRIC_UNITS[name], scope=SCOPE, method=METHOD)
 
 
 def _tidy(value: Any) -> int | float:
@@ -77,6 +80,8 @@ def receptive_chain(
     stride: Any = 1
     pad: Any = 0
     broken = False
+    last: tuple[Any, Any, Any] | None = None
+    triple_now = none
     for i in completion_order(calls):
         call = calls[i]
         if call.inside_inclusive:
@@ -92,9 +97,12 @@ def receptive_chain(
                 pad = pad + stride * p
                 stride = stride * s
         if not broken:
-            values[i] = (
-                _metric("receptive_field", rf),
-                _metric("effective_stride", stride),
-                _metric("effective_padding", pad),
-            )
+            if (rf, stride, pad) != last:  # the chain changes at few layers: share the triple
+                last = (rf, stride, pad)
+                triple_now = (
+                    _metric("receptive_field", rf),
+                    _metric("effective_stride", stride),
+                    _metric("effective_padding", pad),
+                )
+            values[i] = triple_now
     return values

@@ -103,6 +103,37 @@ def to_value_meta(raw: RawMeta) -> ValueMeta:
     return _build(kind=kind, type_name=raw[1])
 
 
+_TENSORS: dict[tuple[Any, ...], ValueMeta] = {}
+_SINGLE_ARGS: dict[tuple[Any, ...], ValueMeta] = {}
+_MEMO_LIMIT = 1 << 12
+
+
+def meta_of(value: Any) -> ValueMeta:
+    """``to_value_meta(capture(value))``, with a dict in front for the two hot cases.
+
+    A tensor (a module's output) and a one-tensor args tuple (its input) are keyed by
+    (shape, dtype, device, requires_grad) alone: one small tuple and one lookup per hook
+    instead of a nested capture hashed into the cache.
+    """
+    if isinstance(value, torch.Tensor):
+        key = (value.shape, value.dtype, value.device, value.requires_grad)
+        memo = _TENSORS
+    elif type(value) is tuple and len(value) == 1 and isinstance(value[0], torch.Tensor):
+        t = value[0]
+        key = (t.shape, t.dtype, t.device, t.requires_grad)
+        memo = _SINGLE_ARGS
+    else:
+        return to_value_meta(capture(value))
+    meta = memo.get(key)
+    if meta is None:
+        raw: RawMeta = ("tensor", tuple(key[0]), *key[1:])
+        meta = to_value_meta(raw if memo is _TENSORS else ("tuple", None, (raw,)))
+        if len(memo) >= _MEMO_LIMIT:
+            memo.clear()
+        memo[key] = meta
+    return meta
+
+
 def _build(**fields: Any) -> ValueMeta:
     """ValueMeta without re-validation: every field here is built from typed metadata."""
     return ValueMeta.model_construct(**fields)

@@ -49,6 +49,22 @@ def param_numel(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in unique.values())  # a tensor under two names counts once
 
 
+def subtree_param_numel(module: torch.nn.Module) -> int:
+    """Elements of every parameter of ``module`` and its submodules, each tensor once (what
+    ``sum(p.numel() for p in module.parameters())`` gives, without its generator chain)."""
+    seen: set[int] = set()
+    total = 0
+    stack = [module]
+    while stack:
+        sub = stack.pop()
+        for p in sub._parameters.values():
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                total += p.numel()
+        stack.extend(child for child in sub._modules.values() if child is not None)
+    return total
+
+
 def pointwise_rf() -> dict[str, int]:
     """Local receptive-field triple of a layer that maps each position to itself."""
     return {"receptive_field": 1, "effective_stride": 1, "effective_padding": 0}

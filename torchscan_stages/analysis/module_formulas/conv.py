@@ -54,8 +54,28 @@ def _padding(module: _ConvNd) -> tuple[int, ...]:
     return tuple(module.padding)
 
 
+_RF: dict[tuple[Any, ...], dict[str, int | float]] = {}
+
+
 def conv_rf(module: _ConvNd) -> dict[str, int | float]:
-    """Local (receptive field, stride, padding) in input positions, max over spatial dims."""
+    """Local (receptive field, stride, padding) in input positions, max over spatial dims.
+
+    Memoised on the five attributes it reads (a network repeats few configurations); the
+    caller gets a copy it may change.
+    """
+    key = (module.kernel_size, module.stride, module.padding, module.dilation, module.transposed)
+    try:
+        found = _RF.get(key)
+    except TypeError:  # an attribute set to an unhashable value (a list): no memo
+        return _conv_rf(module)
+    if found is None:
+        found = _conv_rf(module)
+        if len(_RF) < 4096:
+            _RF[key] = found
+    return dict(found)
+
+
+def _conv_rf(module: _ConvNd) -> dict[str, int | float]:
     kernels = [d * (k - 1) + 1 for d, k in zip(module.dilation, module.kernel_size, strict=False)]
     pads = _padding(module)
     if not module.transposed:

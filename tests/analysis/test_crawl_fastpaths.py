@@ -1,0 +1,157 @@
+"""The crawl's shortcuts give what the plain paths give (records, metrics, flags, metadata)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from torchscan_stages.analysis.crawl import crawl_module
+from torchscan_stages.analysis.handlers import METHOD, SCOPE, CallContext, ModuleHandler
+from torchscan_stages.analysis.layer_records import sum_metric
+from torchscan_stages.analysis.module_formulas._common import subtree_param_numel
+from torchscan_stages.analysis.module_formulas.conv import conv_rf
+from torchscan_stages.analysis.tensor_meta import capture, meta_of, to_value_meta
+from torchscan_stages.report import LayerRecord, MetricResult, combine_sum
+
+
+class CountingTrain(nn.Sequential):
+    """A container whose train() does more than set flags: crawl must call it."""
+
+    calls = 0
+
+    def train(self, mode: bool = True) -> CountingTrain:
+        type(self).calls += 1
+        return super().train(mode)
+
+
+def test_train_override_is_called_and_flags_restored() -> None:
+    model = CountingTrain(nn.Linear(4, 4), nn.Dropout(0.5), nn.Linear(4, 2)).train()
+    model[1].eval()
+    before = CountingTrain.calls
+    crawl_module(model, (4,))
+    assert CountingTrain.calls == before + 1  # the real module.eval() ran once
+    assert model.training and model[0].training and not model[1].training
+
+
+@pytest.mark.parametrize("mode", ["full", "structure"])
+def test_plain_modules_eval_during_crawl_and_restored(mode: str) -> None:
+    seen: list[bool] = []
+
+    class Probe(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen.append(self.training)
+            return x
+
+    model = nn.Sequential(nn.Linear(3, 3), Probe()).train()
+    crawl_module(model, (3,), mode=mode)  # type: ignore[arg-type]
+    assert seen == [False]  # evaluation mode inside the crawl
+    assert all(m.training for m in model.modules())  # training flags as found
+
+
+@pytest.mark.parametrize("mode", ["full", "structure"])
+def test_records_are_valid_models_with_every_field_set(mode: str) -> None:
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten())
+    report = crawl_module(model, (3, 8, 8), mode=mode)  # type: ignore[arg-type]
+    for record in report.layers:
+        assert LayerRecord.model_validate(record.model_dump()) == record
+        assert record.model_fields_set == set(LayerRecord.model_fields)
+        assert record.params.model_fields_set == set(type(record.params).model_fields)
+    # an assignment on one record changes only that record
+    first, second = report.layers[0], report.layers[1]
+    first.name = "renamed"
+    assert second.name == "0" and first.model_fields_set == set(LayerRecord.model_fields)
+
+
+def _metric(status: str, value: int, method: str = METHOD) -> MetricResult:
+    if status == "complete":
+        return MetricResult.complete(value, unit="MACs", scope=SCOPE, method=method)
+    if status == "partial":
+        return MetricResult.partial(value, unit="MACs", scope=SCOPE, method=method)
+    return MetricResult.unavailable(unit="MACs", scope=SCOPE, method=method)
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [("complete", 3), ("complete", 4)],  # 3 + 4 = 7, complete
+        [("complete", 3), ("partial", 4)],  # lower bound 7
+        [("unavailable", 0), ("unavailable", 0)],  # nothing known
+        [("complete", 0), ("complete", 0), ("complete", 5)],  # 5
+    ],
+)
+def test_sum_metric_shortcut_matches_combine_sum(parts: list[tuple[str, int]]) -> None:
+    results = [_metric(s, v) for s, v in parts]
+    assert sum_metric("macs", results) == combine_sum(
+        results, unit="MACs", scope=SCOPE, method=METHOD
+    )
+
+
+def test_sum_metric_refuses_another_unit() -> None:
+    wrong = MetricResult.complete(3, unit="FLOPs", scope=SCOPE, method=METHOD)
+    with pytest.raises(ValueError, match="different unit"):
+        sum_metric("macs", [_metric("complete", 1), wrong])
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        torch.zeros(2, 3),
+        (torch.zeros(2, 3, dtype=torch.int64),),
+        (torch.zeros(1), torch.zeros(2)),
+        [torch.zeros(1)],
+        {"a": torch.zeros(1)},
+        None,
+        torch.empty(4, 5, device="meta"),
+    ],
+)
+def test_meta_of_matches_capture(value: object) -> None:
+    assert meta_of(value) == to_value_meta(capture(value))
+    assert meta_of(value) is meta_of(value)  # shared instances
+
+
+def test_structure_mode_records_kwargs_inputs() -> None:
+    class Scale(nn.Module):
+        def forward(self, x: torch.Tensor, *, factor: float = 1.0) -> torch.Tensor:
+            return x * factor
+
+    report = crawl_module(Scale(), args=(torch.zeros(2),), kwargs={"factor": 2.0}, mode="structure")
+    assert report.layers[0].input.kind == "dict"
+    assert report.layers[0].input.keys == ["args", "kwargs"]
+
+
+def test_handler_context_is_a_regular_call_context() -> None:
+    seen: list[CallContext] = []
+
+    def spy(ctx: CallContext) -> dict[str, int]:
+        seen.append(ctx)
+        return {"module_flops": 0, "macs": 0, "dmas": 0}
+
+    x = torch.zeros(1, 3)
+    model = nn.Sequential(nn.Identity())
+    crawl_module(model, args=(x,), custom_modules={nn.Identity: ModuleHandler(spy)})
+    (ctx,) = seen
+    rebuilt = CallContext(ctx.module, "0", 0, ctx.args, {}, ctx.output, ctx.operators)
+    assert ctx == rebuilt and ctx.path == "0" and ctx.call_index == 0
+    with pytest.raises(AttributeError):
+        ctx.path = "x"  # type: ignore[misc]  # still frozen
+    assert ctx.own_operators() is not None  # mode="full": the call's own operators
+
+
+def test_conv_rf_memo_is_per_configuration_and_copied() -> None:
+    a = nn.Conv2d(1, 1, 3, stride=2, padding=1)
+    b = nn.Conv2d(1, 1, 5, dilation=2)
+    # a: kernel 3, stride 2, padding 1; b: dilated kernel 2*(5-1)+1 = 9, stride 1, padding 0
+    assert conv_rf(a) == {"receptive_field": 3, "effective_stride": 2, "effective_padding": 1}
+    assert conv_rf(b) == {"receptive_field": 9, "effective_stride": 1, "effective_padding": 0}
+    conv_rf(a)["receptive_field"] = 99  # the caller's copy
+    assert conv_rf(a)["receptive_field"] == 3
+    a.padding = [2, 2]  # type: ignore[assignment]  # unhashable: computed without the memo
+    assert conv_rf(a)["effective_padding"] == 2
+
+
+def test_subtree_param_numel_counts_each_tensor_once() -> None:
+    shared = nn.Linear(3, 3)  # 3*3 + 3 = 12
+    model = nn.Sequential(shared, nn.Sequential(shared, nn.Linear(3, 2)), nn.ReLU())
+    # 12 (shared, once) + 3*2 + 2 = 20
+    assert subtree_param_numel(model) == sum(p.numel() for p in model.parameters()) == 20
