@@ -17,7 +17,6 @@ import argparse
 import importlib.util
 import os
 import platform
-import re
 import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -26,13 +25,13 @@ from typing import Any
 
 import torch
 from bench_flops import bench  # benchmarks/bench_flops.py: the interleaved timer
+from doc_sections import write_section  # benchmarks/doc_sections.py
 from torch.utils.flop_counter import FlopCounterMode
 
 from torchscan_stages.analysis.operators import measure_flops
 from torchscan_stages.integrations.hf_models import build_hf_model
 
 ROOT = Path(__file__).resolve().parents[1]
-BEGIN, END = "<!-- bench_hf:begin -->", "<!-- bench_hf:end -->"
 
 
 def _cases() -> dict[str, Any]:
@@ -117,17 +116,6 @@ def table(rows: list[dict[str, Any]], repeats: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace (or append) the marked section, atomically."""
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    block = f"{BEGIN}\n{section}{END}\n"
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.DOTALL)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text + "\n" + block
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=7)
@@ -141,7 +129,7 @@ def main() -> None:
     section = table(rows, options.repeats)
     print(section)
     if options.doc is not None:
-        write_section(options.doc, section)
+        write_section(options.doc, "bench_hf", section)
 
 
 if __name__ == "__main__":

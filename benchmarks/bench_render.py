@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from doc_sections import write_section  # benchmarks/doc_sections.py
 from torch import nn
 
-BEGIN, END = "<!-- bench_render:begin -->", "<!-- bench_render:end -->"
 BARS = {"render_s": 5.0, "peak_rss_mib": 1024.0, "page_mb": 15.0, "open_s": 3.0}
 CHROMIUM_FLAGS = [
     "--headless",
@@ -201,17 +201,6 @@ def section(rows: list[Row], argv: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, text: str) -> None:
-    """Replace (or append) this script's section between its markers, atomically."""
-    block = f"{BEGIN}\n{text}{END}\n"
-    old = path.read_text(encoding="utf-8") if path.exists() else ""
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.DOTALL)
-    new = pattern.sub(lambda _: block, old) if pattern.search(old) else old + "\n" + block
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(new, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=100_000)
@@ -229,7 +218,7 @@ def main() -> None:
     for what, got, bar, ok in rows:
         print(f"{what}: {got}; bar {bar}: {'yes' if ok else 'NO'}")
     if args.doc is not None:
-        write_section(args.doc, section(rows, sys.argv[1:]))
+        write_section(args.doc, "bench_render", section(rows, sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ import datetime as dt
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -30,9 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from doc_sections import write_section  # benchmarks/doc_sections.py
+
 GIB = 1 << 30
 BARS = {"save_s": 5.0, "load_s": 5.0, "render_s": 5.0, "peak_bytes": GIB}
-BEGIN, END = "<!-- bench_report:begin -->", "<!-- bench_report:end -->"
 
 
 def deep_model(records: int) -> Any:
@@ -266,17 +266,6 @@ def section(data: dict[str, Any], argv: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, text: str) -> None:
-    """Replace (or append) this script's section between its markers, atomically."""
-    block = f"{BEGIN}\n{text}{END}\n"
-    old = path.read_text() if path.exists() else ""
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.DOTALL)
-    new = pattern.sub(lambda _: block, old) if pattern.search(old) else old + "\n" + block
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(new)
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -295,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     text = section(data, shown)
     print(text)
     if args.doc:
-        write_section(args.doc, text)
+        write_section(args.doc, "bench_report", text)
     return 0
 
 

@@ -18,7 +18,6 @@ import datetime as dt
 import os
 import platform
 import pstats
-import re
 import statistics
 import time
 from collections.abc import Callable
@@ -26,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from doc_sections import write_section  # benchmarks/doc_sections.py
 from models import BenchModel, model_set, set_mixed_modes
 from peers import _EmptyDispatchMode
 
 from torchscan_stages.analysis.operators import measure_flops
 
-BEGIN, END = "<!-- bench_flops:begin -->", "<!-- bench_flops:end -->"
 MODELS = ("resnet50", "transformer", "scaling_5000")
 
 
@@ -152,17 +151,6 @@ def section(rows: list[dict[str, Any]], command: str, load_start: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, text: str) -> None:
-    """Replace (or append) this script's section between its markers, atomically."""
-    block = f"{BEGIN}\n{text}{END}\n"
-    old = path.read_text() if path.exists() else ""
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.DOTALL)
-    new = pattern.sub(lambda _: block, old) if pattern.search(old) else old + "\n" + block
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(new)
-    os.replace(tmp, path)
-
-
 def profile(name: str, calls: int = 20) -> None:
     """cProfile of ``calls`` measure_flops calls on one model, by own time."""
     bm = next(b for b in model_set("full") if b.name == name)
@@ -199,4 +187,4 @@ def floors_main(
     text = section(rows, command, load_start)
     print(text)
     if doc is not None:
-        write_section(doc, text)
+        write_section(doc, "bench_flops", text)

@@ -123,3 +123,15 @@ def test_reference_counts_attention_with_fast_paths_off() -> None:
     # two einsums 2 * (2*8*16*16) = 8192 -> 24576
     assert ref["flops"] == 12288 + 4096 + 8192
     assert torch.backends.mha.get_fastpath_enabled() is True
+
+
+def test_a_script_replaces_only_its_own_docs_block(tmp_path: Path) -> None:
+    doc_sections = _load("doc_sections")
+    page = tmp_path / "benchmarks.md"
+    page.write_text("# page\n<!-- bench_a:begin -->\nold a\n<!-- bench_a:end -->\ntail\n")
+    doc_sections.write_section(page, "bench_a", "new a\n")
+    doc_sections.write_section(page, "bench_b", "b\n")  # first time: appended
+    assert page.read_text() == (
+        "# page\n<!-- bench_a:begin -->\nnew a\n<!-- bench_a:end -->\ntail\n"
+        "\n<!-- bench_b:begin -->\nb\n<!-- bench_b:end -->\n"
+    )
