@@ -448,19 +448,20 @@ class AnalysisReport(_Report):
         """Parameters held by each module path with its submodules, each tensor once.
 
         Built from the records' own counts (first call of each path, tied tensors already
-        discounted as ``shared_parameters``); tables show it for containers.
+        discounted as ``shared_parameters``); tables show it for containers. Every ancestor
+        path of a record has an entry too, also a container that was never called itself
+        (GPT-2's ``transformer.h`` ModuleList), so tables need not sum its children again.
         """
         own: dict[str, int] = {}
         for layer in self.layers:
             if layer.path not in own:
                 own[layer.path] = layer.params.parameters - layer.params.shared_parameters
-        totals = dict.fromkeys(own, 0)
+        totals: dict[str, int] = {}
         for path, count in own.items():
-            parts = path.split(".") if path else []
-            for depth in range(len(parts) + 1):
-                ancestor = ".".join(parts[:depth])
-                if ancestor in totals:
-                    totals[ancestor] += count
+            totals[path] = totals.get(path, 0) + count
+            while path:
+                path = path.rpartition(".")[0]
+                totals[path] = totals.get(path, 0) + count
         return totals
 
 

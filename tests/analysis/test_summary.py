@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+from torchscan_stages.analysis.crawl import crawl_module
 from torchscan_stages.analysis.summary import summary
 from torchscan_stages.commands.summary import main
 from torchscan_stages.render.text import compact_metric
@@ -172,3 +173,25 @@ def test_command_takes_the_pipeline_spelling_too(capsys: Any) -> None:
     """``pkg.module.factory`` (a config's ``_target_``) works as ``pkg.module:factory`` does."""
     assert main(["--model", "torch.nn.Identity", "--input-shape", "4"]) == 0
     assert "Identity" in capsys.readouterr().out
+
+
+def test_an_uncalled_container_row_holds_its_childrens_parameters() -> None:
+    class Stack(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])  # never called
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for block in self.blocks:
+                x = block(x)
+            return x
+
+    report = crawl_module(Stack(), (4,))
+    held = report.subtree_parameters()
+    # two Linear(4, 4): 16 weights + 4 biases each = 20 + 20, under the uncalled ModuleList
+    assert "blocks" not in {layer.path for layer in report.layers}
+    assert (held["blocks"], held[""]) == (40, 40)
+    out = io.StringIO()
+    summary(Stack(), (4,), file=out)
+    row = next(line for line in out.getvalue().splitlines() if line.lstrip().startswith("blocks"))
+    assert " 40 " in f"{row} "

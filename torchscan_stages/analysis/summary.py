@@ -59,12 +59,8 @@ def _rows(
 ) -> list[tuple[str, ...]]:
     """Table rows in call order, with a row for each uncalled ancestor before its first child,
     so every layer sits under its true parent."""
-    held = report.subtree_parameters()
+    held = report.subtree_parameters()  # uncalled ancestors included
     shown = {layer.path for layer in report.layers}
-    own = {
-        layer.path: layer.params.parameters - layer.params.shared_parameters
-        for layer in reversed(report.layers)
-    }
     rows: list[tuple[str, ...]] = []
     for layer in report.layers:
         parts = layer.path.split(".") if layer.path else []
@@ -73,8 +69,7 @@ def _rows(
             if ancestor in shown or (max_depth is not None and depth > max_depth):
                 continue
             shown.add(ancestor)
-            inside = sum(n for p, n in own.items() if p.startswith(ancestor + "."))
-            rows.append(_uncalled_row(ancestor, inside, types))
+            rows.append(_uncalled_row(ancestor, held.get(ancestor, 0), types))
         if max_depth is None or layer.depth <= max_depth:
             rows.append(_layer_row(report, layer, held))
     return rows
