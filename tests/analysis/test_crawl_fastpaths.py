@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from torchscan_stages.analysis._walk import named_modules
 from torchscan_stages.analysis.crawl import crawl_module
 from torchscan_stages.analysis.handlers import METHOD, SCOPE, CallContext, ModuleHandler
 from torchscan_stages.analysis.layer_records import sum_metric
@@ -155,3 +156,45 @@ def test_subtree_param_numel_counts_each_tensor_once() -> None:
     model = nn.Sequential(shared, nn.Sequential(shared, nn.Linear(3, 2)), nn.ReLU())
     # 12 (shared, once) + 3*2 + 2 = 20
     assert subtree_param_numel(model) == sum(p.numel() for p in model.parameters()) == 20
+
+
+def test_subtree_param_numel_skips_none_children_and_shared_parameters() -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2, bias=False))
+    model.add_module("gone", None)
+    model[1].weight = model[0].weight  # tied: counted once
+    # Linear(2, 2): 2*2 + 2 = 6; the tied weight adds nothing
+    assert subtree_param_numel(model) == sum(p.numel() for p in model.parameters()) == 6
+
+
+class NamedOverride(nn.Sequential):
+    """A container whose named_modules() hides a child: the walk must defer to it."""
+
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):  # type: ignore[no-untyped-def]
+        for name, sub in super().named_modules(memo, prefix, remove_duplicate):
+            if not isinstance(sub, nn.ReLU):
+                yield name, sub
+
+
+def _shared_tree() -> nn.Module:
+    shared = nn.Linear(3, 3)
+    inner = nn.Sequential(shared, nn.Sequential(nn.ReLU(), shared), nn.Identity())
+    model = nn.Sequential(inner, nn.ModuleDict({"a": shared, "b": nn.Tanh()}), inner)
+    model.add_module("empty", None)
+    return model
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        _shared_tree,  # shared modules keep their first path; a None child is skipped
+        lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 2),
+        lambda: nn.Sequential(nn.Linear(2, 2), NamedOverride(nn.ReLU(), nn.Linear(2, 2))),
+        lambda: NamedOverride(nn.ReLU(), nn.Linear(2, 2)),
+    ],
+)
+def test_walk_equals_named_modules(build: object) -> None:
+    model = build()  # type: ignore[operator]
+    expected = list(model.named_modules())
+    got = named_modules(model)
+    assert [p for p, _ in got] == [p for p, _ in expected]
+    assert all(a is b for (_, a), (_, b) in zip(got, expected, strict=True))

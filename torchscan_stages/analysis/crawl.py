@@ -40,6 +40,7 @@ from ..report import (
 from . import module_formulas  # noqa: F401  (fills the built-in handler registry)
 from ._gc import gc_paused
 from ._guards import depth_headroom, model_lock
+from ._walk import named_modules
 from .handlers import (
     SCOPE,
     CallContext,
@@ -251,7 +252,7 @@ class _Recorder:
         # id(module) -> [module, path, handler, is_custom, calls so far]; the entry holds the
         # module, so while this recorder lives no other object can have a key's id
         self.known: dict[int, list[Any]] = {}
-        named = list(module.named_modules())
+        named = named_modules(module)  # _walk: the same pairs, one loop
         self.modules = [sub for _, sub in named]
         if not full:  # a structure crawl looks up no handler
             self.known = {id(sub): [sub, path, None, False, 0] for path, sub in named}
@@ -284,8 +285,11 @@ class _Recorder:
             tuple(sorted({**ops.counted_calls, **ops.uncounted_calls})),
         )
 
-    def _open(self, mod: nn.Module, entry: list[Any], hook_args: tuple[Any, ...]) -> Call:
-        """Append the call that starts now and make it the innermost one."""
+    def pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
+        entry = self.known.get(id(mod))
+        if entry is None or _get_ident() != self.thread:
+            return
+        # _open, inline: one Python frame fewer on the hot path of every module call
         path, index = entry[1], entry[4]
         entry[4] = index + 1
         stack, calls = self.stack, self.calls
@@ -297,24 +301,17 @@ class _Recorder:
             siblings = calls[top].children
             if isinstance(siblings, list):
                 siblings.append(position)
-            else:  # a leaf keeps the shared empty tuple: one list fewer per leaf call
+            else:
                 calls[top].children = [position]
         else:
             self.roots.append(position)
-        call = Call(mod, path, index, parent, entry[2], key, meta_of(hook_args))
+        handler = entry[2]
+        call = Call(mod, path, index, parent, handler, key, meta_of(hook_args))
         calls.append(call)
         stack.append(position)
-        return call
-
-    def pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
-        entry = self.known.get(id(mod))
-        if entry is None or _get_ident() != self.thread:
-            return
-        call = self._open(mod, entry, hook_args)
-        self.keys.append(call.key)
+        self.keys.append(key)
         if self.inclusive_depth:
             call.inside_inclusive = True
-        handler = entry[2]
         if handler is not None and handler.inclusive:
             self.inclusive_depth += 1
 
@@ -334,8 +331,8 @@ class _Recorder:
             self._estimate(call, handler, entry[3], hook_args, hook_kwargs, output)
 
     def structure_pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
-        """``pre_hook`` for mode='structure': no handler, no operator owner (``_open`` inline:
-        a structure crawl is mostly this hook)."""
+        """``pre_hook`` for mode='structure': no handler, no operator owner (a structure crawl
+        is mostly this hook)."""
         entry = self.known.get(id(mod))
         if entry is None or _get_ident() != self.thread:
             return
