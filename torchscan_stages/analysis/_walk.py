@@ -13,10 +13,10 @@ from __future__ import annotations
 from torch import nn
 
 _NAMED_MODULES = nn.Module.named_modules
-_PLAIN: dict[type, bool] = {}
+_PLAIN: dict[type[nn.Module], bool] = {}
 
 
-def _plain(cls: type) -> bool:
+def _plain(cls: type[nn.Module]) -> bool:
     ok = _PLAIN.get(cls)
     if ok is None:
         ok = _PLAIN[cls] = (

@@ -58,7 +58,7 @@ from .model_forms import (
     without_data_diagnostics,
 )
 from .operators import OperatorCounter, classify_custom_mapping
-from .tensor_meta import call_capture, meta_of, to_value_meta
+from .tensor_meta import call_meta, meta_of
 
 COST_METRICS = ("module_flops", "macs", "dmas")
 
@@ -325,7 +325,7 @@ class _Recorder:
         self.keys.pop()
         call.output = meta_of(output)
         if hook_kwargs:
-            call.inputs = to_value_meta(call_capture(hook_args, hook_kwargs))
+            call.inputs = call_meta(hook_args, hook_kwargs)
         handler = entry[2]
         if handler is not None:
             self._estimate(call, handler, entry[3], hook_args, hook_kwargs, output)
@@ -363,7 +363,7 @@ class _Recorder:
         call = self.calls[self.stack.pop()]
         call.output = meta_of(output)
         if hook_kwargs:
-            call.inputs = to_value_meta(call_capture(hook_args, hook_kwargs))
+            call.inputs = call_meta(hook_args, hook_kwargs)
 
     def _estimate(
         self,
@@ -618,7 +618,7 @@ def _assemble(
         provenance=build_provenance(),
         model_type=type(module).__name__,
         mode=mode,
-        inputs=to_value_meta(call_capture(call_args, call_kwargs)),
+        inputs=call_meta(call_args, call_kwargs),
         layers=built.records,
         totals=totals,
         operator_flops=operator_report,
