@@ -57,7 +57,7 @@ from .model_forms import (
     unwrap_compiled,
     without_data_diagnostics,
 )
-from .operators import OperatorCounter, classify_custom_mapping
+from .operators import OperatorCounter, StackOwner, classify_custom_mapping
 from .tensor_meta import call_meta, meta_of
 
 COST_METRICS = ("module_flops", "macs", "dmas")
@@ -268,9 +268,6 @@ class _Recorder:
                 is_custom = handler is not None and any(handler is h for h in custom.values())
                 found = by_type[type(sub)] = (handler, is_custom)
             self.known[id(sub)] = [sub, path, found[0], found[1], 0]
-
-    def owner(self) -> str | None:
-        return self.keys[-1] if self.keys else None
 
     def own_operators(self, key: str) -> OwnOperators | None:
         counter = self.counter
@@ -522,7 +519,7 @@ def _run(
         _to_eval(module, modules, flags)
         with torch.no_grad():
             if recorder.full:
-                recorder.counter = OperatorCounter(mapping or None, owner=recorder.owner)
+                recorder.counter = OperatorCounter(mapping or None, owner=StackOwner(recorder.keys))
                 with recorder.counter:
                     return module(*call_args, **call_kwargs)
             return module(*call_args, **call_kwargs)

@@ -678,7 +678,7 @@ def build(calls: list[Call], mode: Mode, counter: OperatorCounter | None, fill: 
         same = {**unknown, **{name: unavailable(name) for name in RF_METRICS}}
         records = _records(calls, aggregates, [], None, same)
         return Built(records, aggregates, [], [], [])
-    owner_ops = counter.owner_ops()
+    owner_ops = counter.live_owners()  # read only, after the counting
     own = _own_parts(calls, counter, owner_ops, fill)
     aggregates = _aggregate(calls, own.metrics)
     rf_values = receptive_chain(calls, own.rf_local, own.participates, own.diagnostics)
