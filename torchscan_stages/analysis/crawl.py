@@ -227,6 +227,7 @@ def _check_fill(fill: Any) -> bool | tuple[type[nn.Module], ...]:
 
 _get_ident = threading.get_ident
 _new_context = object.__new__
+_set_dict = object.__setattr__
 
 
 class _Recorder:
@@ -374,17 +375,21 @@ class _Recorder:
         """Run the call's handler while its tensors are alive (a failure is kept, not raised)."""
         if handler.inclusive:
             self.inclusive_depth -= 1
-        # CallContext is a frozen dataclass: filling its __dict__ at once skips its seven
+        # CallContext is a frozen dataclass: giving it its __dict__ at once skips its seven
         # object.__setattr__ calls (the same instance, equal to one built by __init__)
         context = _new_context(CallContext)
-        context.__dict__.update(
-            module=call.module,
-            path=call.path,
-            call_index=call.call_index,
-            args=hook_args,
-            kwargs=hook_kwargs,
-            output=output,
-            operators=functools.partial(self.own_operators, call.key),
+        _set_dict(
+            context,
+            "__dict__",
+            {
+                "module": call.module,
+                "path": call.path,
+                "call_index": call.call_index,
+                "args": hook_args,
+                "kwargs": hook_kwargs,
+                "output": output,
+                "operators": functools.partial(self.own_operators, call.key),
+            },
         )
         try:
             if is_custom:  # user code: keep its tensor work out of the operator count
