@@ -421,13 +421,19 @@ def _wants_fill(fill: Any, module: nn.Module) -> bool:
 
 
 def _aggregate(calls: list[Call], own: list[dict[str, MetricResult]]) -> list[dict[str, Any]]:
-    """Whole-call metrics; children have larger indices than their parent: one reverse pass."""
+    """Whole-call metrics; children have larger indices than their parent: one reverse pass.
+
+    A leaf whose own part has all three cost metrics keeps that dict as its aggregate (it may
+    also hold the local receptive-field entries: aggregates are read by name, never listed).
+    """
     n = len(calls)
-    aggregates: list[dict[str, MetricResult]] = [{} for _ in range(n)]
+    aggregates: list[dict[str, MetricResult]] = list(own)
     for i in range(n - 1, -1, -1):
         call = calls[i]
         mine_all = own[i]
         if not call.children:  # a leaf: its own part is its whole call
+            if "module_flops" in mine_all and "macs" in mine_all and "dmas" in mine_all:
+                continue  # its own dict itself (read only, like every aggregate)
             aggregates[i] = {
                 "module_flops": mine_all.get("module_flops") or _UNAVAILABLE["module_flops"],
                 "macs": mine_all.get("macs") or _UNAVAILABLE["macs"],
@@ -435,13 +441,15 @@ def _aggregate(calls: list[Call], own: list[dict[str, MetricResult]]) -> list[di
             }
             continue
         inclusive = call.handler is not None and call.handler.inclusive
+        whole: dict[str, MetricResult] = {}
         for name in COST_METRICS:
             mine = mine_all.get(name) or _UNAVAILABLE[name]
             if inclusive and name in mine_all:
-                aggregates[i][name] = mine
+                whole[name] = mine
             else:
                 parts = [mine] + [aggregates[c][name] for c in call.children]
-                aggregates[i][name] = sum_metric(name, parts)
+                whole[name] = sum_metric(name, parts)
+        aggregates[i] = whole
     return aggregates
 
 
