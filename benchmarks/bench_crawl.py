@@ -246,10 +246,19 @@ def main() -> None:
     parser.add_argument("--doc", type=Path, default=None, help="write the bench_crawl block")
     parser.add_argument("--attribution", action="store_true", help="per-layer FLOPs step")
     parser.add_argument("--moe-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        help="these models only (resnet50 transformer "
+        "scaling_5000 moe); for iterating, not for the docs block",
+    )
     options = parser.parse_args()
     if options.moe_child:
         moe_child()
         return
+    if options.doc is not None and options.only is not None:
+        parser.error("--doc records every model: drop --only")
     torch.set_num_threads(1)
     if options.attribution:
         _attribution(3 if options.quick else 7)
@@ -271,6 +280,8 @@ def main() -> None:
     ]
     verdicts: list[str] = []
     for name, model, x, rounds in _models(options.quick):
+        if options.only is not None and name not in options.only:
+            continue
         ratios = _rounds(_variants(model, x), rounds)
         cells = []
         for variant in VARIANTS[1:]:
@@ -294,14 +305,8 @@ def main() -> None:
                 f"holds: {'yes' if got <= bar else 'no'}"
             )
         print(lines[-1], flush=True)
-    moe = _moe_row()
-    gib = moe["peak_rss_bytes"] / 2**30
-    verdicts.append(
-        f"* MoE on meta ({moe['records']:,} module calls, {moe['linear_calls']:,} Linear): "
-        f"crawl {moe['crawl_s']:.1f} s (model built in {moe['build_s']:.1f} s), peak RSS "
-        f"{gib:.2f} GiB; bar {MOE_SECONDS:.0f} s and {MOE_GIB:.0f} GiB -> holds: "
-        f"{'yes' if moe['crawl_s'] <= MOE_SECONDS and gib <= MOE_GIB else 'no'}"
-    )
+    if options.only is None or "moe" in options.only:
+        verdicts.append(_moe_verdict(_moe_row()))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines += ["", f"Bars (CPU-time medians; load average {load:.2f} at the end):", "", *verdicts]
     print("\n".join(verdicts))
@@ -310,6 +315,16 @@ def main() -> None:
         print(f"\n{BEGIN}\n{text}{END}")
     if options.doc is not None:
         write_section(options.doc, text)
+
+
+def _moe_verdict(moe: dict[str, Any]) -> str:
+    gib = moe["peak_rss_bytes"] / 2**30
+    return (
+        f"* MoE on meta ({moe['records']:,} module calls, {moe['linear_calls']:,} Linear): "
+        f"crawl {moe['crawl_s']:.1f} s (model built in {moe['build_s']:.1f} s), peak RSS "
+        f"{gib:.2f} GiB; bar {MOE_SECONDS:.0f} s and {MOE_GIB:.0f} GiB -> holds: "
+        f"{'yes' if moe['crawl_s'] <= MOE_SECONDS and gib <= MOE_GIB else 'no'}"
+    )
 
 
 BEGIN, END = "<!-- bench_crawl:begin -->", "<!-- bench_crawl:end -->"

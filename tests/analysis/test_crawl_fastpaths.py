@@ -6,12 +6,19 @@ import pytest
 import torch
 from torch import nn
 
+from torchscan_stages.analysis._walk import named_modules
 from torchscan_stages.analysis.crawl import crawl_module
 from torchscan_stages.analysis.handlers import METHOD, SCOPE, CallContext, ModuleHandler
 from torchscan_stages.analysis.layer_records import sum_metric
 from torchscan_stages.analysis.module_formulas._common import subtree_param_numel
 from torchscan_stages.analysis.module_formulas.conv import conv_rf
-from torchscan_stages.analysis.tensor_meta import capture, meta_of, to_value_meta
+from torchscan_stages.analysis.tensor_meta import (
+    call_capture,
+    call_meta,
+    capture,
+    meta_of,
+    to_value_meta,
+)
 from torchscan_stages.report import LayerRecord, MetricResult, combine_sum
 
 
@@ -110,6 +117,44 @@ def test_meta_of_matches_capture(value: object) -> None:
     assert meta_of(value) is meta_of(value)  # shared instances
 
 
+class Flag(int):
+    """An int subclass: capture names its type, so the flat key must not merge it with int."""
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        ((torch.zeros(2, 3),), {"mask": None, "is_causal": False}),
+        ((torch.zeros(2, 3),), {"mask": None, "is_causal": 1}),  # int, not bool
+        ((torch.zeros(2, 3),), {"mask": None, "is_causal": Flag(1)}),  # a subclass: plain path
+        ((torch.zeros(2, 3),), {"is_causal": False, "mask": None}),  # another key order
+        ((torch.zeros(2, 3), None), {"scale": 0.5, "name": "x"}),
+        ((torch.zeros(2, 3, requires_grad=True),), {"mask": torch.ones(3, dtype=torch.bool)}),
+        ((), {"x": torch.zeros(1), "pair": (torch.zeros(1), torch.zeros(2))}),  # plain path
+        ((torch.zeros(1),), {"opts": {"a": 1}}),  # a dict argument: plain path
+    ],
+)
+def test_call_meta_matches_call_capture(
+    args: tuple[object, ...], kwargs: dict[str, object]
+) -> None:
+    expected = to_value_meta(call_capture(args, kwargs))
+    assert call_meta(args, kwargs) == expected
+    assert call_meta(args, kwargs) == expected  # and again, from the memo
+
+
+def test_call_meta_keys_by_type_and_order() -> None:
+    x = torch.zeros(2)
+    metas = [
+        call_meta((x,), {"a": None, "b": False}),
+        call_meta((x,), {"a": None, "b": 0}),
+        call_meta((x,), {"b": False, "a": None}),
+        call_meta((x,), {"a": None, "b": Flag(0)}),
+        call_meta((x, None), {"b": False}),
+    ]
+    # five different calls: bool vs int vs int subclass, key order, a positional None
+    assert len({m.model_dump_json() for m in metas}) == 5
+
+
 def test_structure_mode_records_kwargs_inputs() -> None:
     class Scale(nn.Module):
         def forward(self, x: torch.Tensor, *, factor: float = 1.0) -> torch.Tensor:
@@ -155,3 +200,85 @@ def test_subtree_param_numel_counts_each_tensor_once() -> None:
     model = nn.Sequential(shared, nn.Sequential(shared, nn.Linear(3, 2)), nn.ReLU())
     # 12 (shared, once) + 3*2 + 2 = 20
     assert subtree_param_numel(model) == sum(p.numel() for p in model.parameters()) == 20
+
+
+def test_subtree_param_numel_skips_none_children_and_shared_parameters() -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2, bias=False))
+    model.add_module("gone", None)
+    model[1].weight = model[0].weight  # tied: counted once
+    # Linear(2, 2): 2*2 + 2 = 6; the tied weight adds nothing
+    assert subtree_param_numel(model) == sum(p.numel() for p in model.parameters()) == 6
+
+
+class NamedOverride(nn.Sequential):
+    """A container whose named_modules() hides a child: the walk must defer to it."""
+
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):  # type: ignore[no-untyped-def]
+        for name, sub in super().named_modules(memo, prefix, remove_duplicate):
+            if not isinstance(sub, nn.ReLU):
+                yield name, sub
+
+
+def _shared_tree() -> nn.Module:
+    shared = nn.Linear(3, 3)
+    inner = nn.Sequential(shared, nn.Sequential(nn.ReLU(), shared), nn.Identity())
+    model = nn.Sequential(inner, nn.ModuleDict({"a": shared, "b": nn.Tanh()}), inner)
+    model.add_module("empty", None)
+    return model
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        _shared_tree,  # shared modules keep their first path; a None child is skipped
+        lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 2),
+        lambda: nn.Sequential(nn.Linear(2, 2), NamedOverride(nn.ReLU(), nn.Linear(2, 2))),
+        lambda: NamedOverride(nn.ReLU(), nn.Linear(2, 2)),
+    ],
+)
+def test_walk_equals_named_modules(build: object) -> None:
+    model = build()  # type: ignore[operator]
+    expected = list(model.named_modules())
+    got = named_modules(model)
+    assert [p for p, _ in got] == [p for p, _ in expected]
+    assert all(a is b for (_, a), (_, b) in zip(got, expected, strict=True))
+
+
+class Half(nn.Module):
+    """Returns x / 2; its test handler gives ints, a float or no DMAs depending on the call."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x / 2
+
+
+def _half_handler(ctx: CallContext) -> dict[str, object]:
+    n = ctx.args[0].numel()
+    if ctx.path == "3":
+        return {"module_flops": float(n), "macs": 0}  # a float equal to the int of "0"
+    return {"module_flops": n, "macs": 0}  # no dmas: formula_unavailable, once per path
+
+
+def test_handler_memo_equals_plain_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchscan_stages.analysis import layer_records
+
+    model = nn.Sequential(
+        *[
+            nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+            for _ in range(3)
+        ],
+        Half(),
+        Half(),
+    )
+    custom = {Half: ModuleHandler(_half_handler)}
+    x = torch.rand(1, 4, 8, 8)
+    memo = crawl_module(model, args=(x,), custom_modules=custom)
+    monkeypatch.setattr(layer_records, "_memo_key", lambda call: None)
+    plain = crawl_module(model, args=(x,), custom_modules=custom)
+    assert memo.model_dump(exclude={"provenance"}) == plain.model_dump(exclude={"provenance"})
+    by_path = {layer.path: layer for layer in memo.layers}
+    # Half at "3" and "4": 4*8*8 = 256 divisions each; a float at "3", an int at "4"
+    assert by_path["3"].metrics.module_flops.value == 256.0
+    assert type(by_path["3"].metrics.module_flops.value) is float
+    assert type(by_path["4"].metrics.module_flops.value) is int
+    missing = [d.path for d in memo.diagnostics if d.code == "formula_unavailable"]
+    assert missing == ["3", "4"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import torch
 import torch.nn as nn
@@ -12,6 +15,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 from torchscan_stages.analysis.operators import (
     OperatorCounter,
     OwnerOps,
+    StackOwner,
     classify_custom_mapping,
     measure_flops,
 )
@@ -204,6 +208,32 @@ def test_operator_counter_owner_interface() -> None:
     assert report.total.status == "partial" and report.total.known_value == 54
     assert report.total.scope == "forward"
     assert report.by_module["a"].value == 48 and report.by_module["b"].value == 6
+
+
+def test_stack_owner_counts_as_a_callable_owner() -> None:
+    x, w = torch.randn(2, 3), torch.randn(3, 4)
+
+    def run(make_owner: Callable[[list[str]], Any]) -> dict[Any, OwnerOps]:
+        keys: list[str] = []
+        with OperatorCounter(owner=make_owner(keys)) as counter:
+            torch.relu(x)  # 6, no owner
+            keys.append("a")
+            x @ w  # mm: 2*2*3*4 = 48, owned by "a"
+            keys.append("a.b")
+            torch.relu(x)  # 6, owned by "a.b"
+            keys.pop()
+            x.t()  # ignored, owned by "a"
+            keys.pop()
+        assert counter.live_owners() == counter.owner_ops()  # the same content, not copied
+        assert counter.live_owners() is counter.live_owners()
+        return counter.owner_ops()
+
+    fast = run(StackOwner)
+    assert type(StackOwner([])) is StackOwner and StackOwner(["k"])() == "k"
+    plain = run(lambda keys: lambda: keys[-1] if keys else None)
+    assert fast == plain
+    assert fast["a"].flops == 48 and fast["a"].ignored_calls == {"aten.t": 1}
+    assert fast["a.b"].flops == 6 and fast[None].flops == 6
 
 
 def test_operator_counter_is_not_reentrant_and_restores_mode() -> None:

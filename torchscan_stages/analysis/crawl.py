@@ -40,6 +40,7 @@ from ..report import (
 from . import module_formulas  # noqa: F401  (fills the built-in handler registry)
 from ._gc import gc_paused
 from ._guards import depth_headroom, model_lock
+from ._walk import named_modules
 from .handlers import (
     SCOPE,
     CallContext,
@@ -56,8 +57,8 @@ from .model_forms import (
     unwrap_compiled,
     without_data_diagnostics,
 )
-from .operators import OperatorCounter, classify_custom_mapping
-from .tensor_meta import call_capture, meta_of, to_value_meta
+from .operators import OperatorCounter, StackOwner, classify_custom_mapping
+from .tensor_meta import call_meta, meta_of
 
 COST_METRICS = ("module_flops", "macs", "dmas")
 
@@ -226,6 +227,7 @@ def _check_fill(fill: Any) -> bool | tuple[type[nn.Module], ...]:
 
 _get_ident = threading.get_ident
 _new_context = object.__new__
+_set_dict = object.__setattr__
 
 
 class _Recorder:
@@ -251,7 +253,7 @@ class _Recorder:
         # id(module) -> [module, path, handler, is_custom, calls so far]; the entry holds the
         # module, so while this recorder lives no other object can have a key's id
         self.known: dict[int, list[Any]] = {}
-        named = list(module.named_modules())
+        named = named_modules(module)  # _walk: the same pairs, one loop
         self.modules = [sub for _, sub in named]
         if not full:  # a structure crawl looks up no handler
             self.known = {id(sub): [sub, path, None, False, 0] for path, sub in named}
@@ -268,9 +270,6 @@ class _Recorder:
                 found = by_type[type(sub)] = (handler, is_custom)
             self.known[id(sub)] = [sub, path, found[0], found[1], 0]
 
-    def owner(self) -> str | None:
-        return self.keys[-1] if self.keys else None
-
     def own_operators(self, key: str) -> OwnOperators | None:
         counter = self.counter
         ops = counter.live_owner_ops(key) if counter is not None else None
@@ -284,8 +283,11 @@ class _Recorder:
             tuple(sorted({**ops.counted_calls, **ops.uncounted_calls})),
         )
 
-    def _open(self, mod: nn.Module, entry: list[Any], hook_args: tuple[Any, ...]) -> Call:
-        """Append the call that starts now and make it the innermost one."""
+    def pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
+        entry = self.known.get(id(mod))
+        if entry is None or _get_ident() != self.thread:
+            return
+        # _open, inline: one Python frame fewer on the hot path of every module call
         path, index = entry[1], entry[4]
         entry[4] = index + 1
         stack, calls = self.stack, self.calls
@@ -297,24 +299,17 @@ class _Recorder:
             siblings = calls[top].children
             if isinstance(siblings, list):
                 siblings.append(position)
-            else:  # a leaf keeps the shared empty tuple: one list fewer per leaf call
+            else:
                 calls[top].children = [position]
         else:
             self.roots.append(position)
-        call = Call(mod, path, index, parent, entry[2], key, meta_of(hook_args))
+        handler = entry[2]
+        call = Call(mod, path, index, parent, handler, key, meta_of(hook_args))
         calls.append(call)
         stack.append(position)
-        return call
-
-    def pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
-        entry = self.known.get(id(mod))
-        if entry is None or _get_ident() != self.thread:
-            return
-        call = self._open(mod, entry, hook_args)
-        self.keys.append(call.key)
+        self.keys.append(key)
         if self.inclusive_depth:
             call.inside_inclusive = True
-        handler = entry[2]
         if handler is not None and handler.inclusive:
             self.inclusive_depth += 1
 
@@ -328,14 +323,14 @@ class _Recorder:
         self.keys.pop()
         call.output = meta_of(output)
         if hook_kwargs:
-            call.inputs = to_value_meta(call_capture(hook_args, hook_kwargs))
+            call.inputs = call_meta(hook_args, hook_kwargs)
         handler = entry[2]
         if handler is not None:
             self._estimate(call, handler, entry[3], hook_args, hook_kwargs, output)
 
     def structure_pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
-        """``pre_hook`` for mode='structure': no handler, no operator owner (``_open`` inline:
-        a structure crawl is mostly this hook)."""
+        """``pre_hook`` for mode='structure': no handler, no operator owner (a structure crawl
+        is mostly this hook)."""
         entry = self.known.get(id(mod))
         if entry is None or _get_ident() != self.thread:
             return
@@ -366,7 +361,7 @@ class _Recorder:
         call = self.calls[self.stack.pop()]
         call.output = meta_of(output)
         if hook_kwargs:
-            call.inputs = to_value_meta(call_capture(hook_args, hook_kwargs))
+            call.inputs = call_meta(hook_args, hook_kwargs)
 
     def _estimate(
         self,
@@ -380,17 +375,21 @@ class _Recorder:
         """Run the call's handler while its tensors are alive (a failure is kept, not raised)."""
         if handler.inclusive:
             self.inclusive_depth -= 1
-        # CallContext is a frozen dataclass: filling its __dict__ at once skips its seven
+        # CallContext is a frozen dataclass: giving it its __dict__ at once skips its seven
         # object.__setattr__ calls (the same instance, equal to one built by __init__)
         context = _new_context(CallContext)
-        context.__dict__.update(
-            module=call.module,
-            path=call.path,
-            call_index=call.call_index,
-            args=hook_args,
-            kwargs=hook_kwargs,
-            output=output,
-            operators=functools.partial(self.own_operators, call.key),
+        _set_dict(
+            context,
+            "__dict__",
+            {
+                "module": call.module,
+                "path": call.path,
+                "call_index": call.call_index,
+                "args": hook_args,
+                "kwargs": hook_kwargs,
+                "output": output,
+                "operators": functools.partial(self.own_operators, call.key),
+            },
         )
         try:
             if is_custom:  # user code: keep its tensor work out of the operator count
@@ -525,7 +524,7 @@ def _run(
         _to_eval(module, modules, flags)
         with torch.no_grad():
             if recorder.full:
-                recorder.counter = OperatorCounter(mapping or None, owner=recorder.owner)
+                recorder.counter = OperatorCounter(mapping or None, owner=StackOwner(recorder.keys))
                 with recorder.counter:
                     return module(*call_args, **call_kwargs)
             return module(*call_args, **call_kwargs)
@@ -621,7 +620,7 @@ def _assemble(
         provenance=build_provenance(),
         model_type=type(module).__name__,
         mode=mode,
-        inputs=to_value_meta(call_capture(call_args, call_kwargs)),
+        inputs=call_meta(call_args, call_kwargs),
         layers=built.records,
         totals=totals,
         operator_flops=operator_report,

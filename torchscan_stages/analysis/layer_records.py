@@ -112,6 +112,11 @@ class _Own:
     failures: list[str] = field(default_factory=list)
     filled: list[str] = field(default_factory=list)
     reported: set[tuple[str, str]] = field(default_factory=set)
+    # handler results of only non-negative ints, by (keys, values, value types): repeated
+    # blocks give equal results, whose metrics, missing metrics and rf triple are equal too
+    memo: dict[tuple[Any, ...], tuple[dict[str, MetricResult], list[str], Any]] = field(
+        default_factory=dict
+    )
 
     def once(self, call: Call, what: str) -> bool:
         """True the first time ``what`` is reported for ``call.path``."""
@@ -252,12 +257,30 @@ def _own_ops_state(ops: OwnerOps | None, counter: OperatorCounter) -> tuple[bool
     return arithmetic, bool(moves), ", ".join(names) if names else ", ".join(sorted(moves))
 
 
+def _memo_key(call: Call) -> tuple[Any, ...] | None:
+    """The memo key of a handler result made of ints only (None: not memoised)."""
+    result = call.result
+    if call.error is not None or type(result) is not dict or "diagnostics" in result:
+        return None
+    values = tuple(result.values())
+    return (tuple(result), values, tuple(map(type, values)))
+
+
 def _from_handler(own: _Own, i: int, call: Call) -> bool:
     """Own part from the call's handler; False when the handler failed."""
     assert call.handler is not None
+    own.participates[i] = not call.inside_inclusive
+    key = _memo_key(call)
+    hit = own.memo.get(key) if key is not None else None
+    if hit is not None:  # the same ints as an earlier call: the same metrics, shared
+        metrics, missing, rf_local = hit
+        own.metrics[i] = metrics
+        own.rf_local[i] = rf_local
+        if missing and own.once(call, "missing"):
+            own.diagnostics.append(_missing(call, missing))
+        return True
     metrics, diags, failed = handler_metrics(call)
     own.diagnostics.extend(diags)
-    own.participates[i] = not call.inside_inclusive
     if failed:
         own.failures.append(f"layers[{call.path or '<root>'}#{call.call_index}]")
         own.metrics[i] = {m: unavailable(m) for m in COST_METRICS}
@@ -265,15 +288,7 @@ def _from_handler(own: _Own, i: int, call: Call) -> bool:
     own.metrics[i] = metrics
     missing = [m for m in COST_METRICS if m not in metrics or metrics[m].status == "unavailable"]
     if missing and own.once(call, "missing"):
-        own.diagnostics.append(
-            Diagnostic(
-                code="formula_unavailable",
-                path=call.path,
-                metric=",".join(missing),
-                message=f"{call.handler.label} gives no {', '.join(missing)} for "
-                f"{type(call.module).__name__} at {call.path or '<root>'}",
-            )
-        )
+        own.diagnostics.append(_missing(call, missing))
     rf = metrics.get("receptive_field")
     stride = metrics.get("effective_stride")
     pad = metrics.get("effective_padding")
@@ -284,7 +299,20 @@ def _from_handler(own: _Own, i: int, call: Call) -> bool:
         and rf.status == stride.status == pad.status == "complete"
     ):
         own.rf_local[i] = (rf.value, stride.value, pad.value)
+    if key is not None and not diags and all(t is int for t in key[2]):
+        own.memo[key] = (metrics, missing, own.rf_local[i])
     return True
+
+
+def _missing(call: Call, missing: list[str]) -> Diagnostic:
+    assert call.handler is not None
+    return Diagnostic(
+        code="formula_unavailable",
+        path=call.path,
+        metric=",".join(missing),
+        message=f"{call.handler.label} gives no {', '.join(missing)} for "
+        f"{type(call.module).__name__} at {call.path or '<root>'}",
+    )
 
 
 def _filled(ops: OwnerOps) -> dict[str, MetricResult]:
@@ -393,13 +421,19 @@ def _wants_fill(fill: Any, module: nn.Module) -> bool:
 
 
 def _aggregate(calls: list[Call], own: list[dict[str, MetricResult]]) -> list[dict[str, Any]]:
-    """Whole-call metrics; children have larger indices than their parent: one reverse pass."""
+    """Whole-call metrics; children have larger indices than their parent: one reverse pass.
+
+    A leaf whose own part has all three cost metrics keeps that dict as its aggregate (it may
+    also hold the local receptive-field entries: aggregates are read by name, never listed).
+    """
     n = len(calls)
-    aggregates: list[dict[str, MetricResult]] = [{} for _ in range(n)]
+    aggregates: list[dict[str, MetricResult]] = list(own)
     for i in range(n - 1, -1, -1):
         call = calls[i]
         mine_all = own[i]
         if not call.children:  # a leaf: its own part is its whole call
+            if "module_flops" in mine_all and "macs" in mine_all and "dmas" in mine_all:
+                continue  # its own dict itself (read only, like every aggregate)
             aggregates[i] = {
                 "module_flops": mine_all.get("module_flops") or _UNAVAILABLE["module_flops"],
                 "macs": mine_all.get("macs") or _UNAVAILABLE["macs"],
@@ -407,13 +441,15 @@ def _aggregate(calls: list[Call], own: list[dict[str, MetricResult]]) -> list[di
             }
             continue
         inclusive = call.handler is not None and call.handler.inclusive
+        whole: dict[str, MetricResult] = {}
         for name in COST_METRICS:
             mine = mine_all.get(name) or _UNAVAILABLE[name]
             if inclusive and name in mine_all:
-                aggregates[i][name] = mine
+                whole[name] = mine
             else:
                 parts = [mine] + [aggregates[c][name] for c in call.children]
-                aggregates[i][name] = sum_metric(name, parts)
+                whole[name] = sum_metric(name, parts)
+        aggregates[i] = whole
     return aggregates
 
 
@@ -650,7 +686,7 @@ def build(calls: list[Call], mode: Mode, counter: OperatorCounter | None, fill: 
         same = {**unknown, **{name: unavailable(name) for name in RF_METRICS}}
         records = _records(calls, aggregates, [], None, same)
         return Built(records, aggregates, [], [], [])
-    owner_ops = counter.owner_ops()
+    owner_ops = counter.live_owners()  # read only, after the counting
     own = _own_parts(calls, counter, owner_ops, fill)
     aggregates = _aggregate(calls, own.metrics)
     rf_values = receptive_chain(calls, own.rf_local, own.participates, own.diagnostics)

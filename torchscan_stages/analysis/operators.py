@@ -56,6 +56,7 @@ __all__ = [
     "OperatorCounter",
     "OwnerKey",
     "OwnerOps",
+    "StackOwner",
     "classify_custom_mapping",
     "count_workload",
     "measure_flops",
@@ -440,6 +441,8 @@ class OperatorCounter:
         self._owner_stack: list[str] | None = None
         if getattr(owner, "__func__", None) is _ModuleStack.current:
             self._owner_stack = owner.__self__.stack  # type: ignore[union-attr]
+        elif type(owner) is StackOwner:
+            self._owner_stack = owner.stack
         self._by_owner: dict[OwnerKey | None, OwnerOps] = {}
         self._ignored_reasons = _IGNORED_REASONS
         self._uncounted_overloads: dict[str, set[str]] = {}
@@ -548,6 +551,14 @@ class OperatorCounter:
             )
             for key, ops in self._by_owner.items()
         }
+
+    def live_owners(self) -> dict[OwnerKey | None, OwnerOps]:
+        """The counter's own per-owner records (not copies: read them, never change them).
+
+        For a caller that reads every owner once the counting is over (the crawl's records):
+        :meth:`owner_ops` would copy five dicts per owner, one owner per module call.
+        """
+        return self._by_owner
 
     def live_owner_ops(self, key: OwnerKey | None) -> OwnerOps | None:
         """The counter's own record for ``key`` (not a copy: read it, never change it)."""
@@ -772,6 +783,22 @@ def _roll_up(sums: dict[str, list[int]]) -> None:
 
 
 # ------------------------------------------------------------------------ module tracking
+
+
+class StackOwner:
+    """An ``owner`` that is the last key of a list its caller keeps (None when empty).
+
+    The counter reads the list itself, as it does measure_flops' module stack: no Python call
+    per operator. The caller pushes and pops keys in place (never rebinds the list).
+    """
+
+    __slots__ = ("stack",)
+
+    def __init__(self, stack: list[OwnerKey]) -> None:
+        self.stack = stack
+
+    def __call__(self) -> OwnerKey | None:
+        return self.stack[-1] if self.stack else None
 
 
 class _ModuleStack:

@@ -37,6 +37,13 @@ def _tidy(value: Any) -> int | float:
     return value  # type: ignore[no-any-return]
 
 
+_NONE: Triple = (  # frozen results: one shared triple for every record off the chain
+    _metric("receptive_field", None),
+    _metric("effective_stride", None),
+    _metric("effective_padding", None),
+)
+
+
 def completion_order(calls: list[Any]) -> list[int]:
     """Post-order over the call tree (a call completes after all of its children)."""
     order: list[int] = []
@@ -70,11 +77,7 @@ def receptive_chain(
     diagnostics: list[Diagnostic],
 ) -> list[Triple]:
     """Cumulative (rf, stride, padding) per record, following calls in completion order."""
-    none = (
-        _metric("receptive_field", None),
-        _metric("effective_stride", None),
-        _metric("effective_padding", None),
-    )
+    none = _NONE
     values = [none] * len(calls)
     rf: Any = 1
     stride: Any = 1

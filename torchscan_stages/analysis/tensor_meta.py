@@ -134,6 +134,33 @@ def meta_of(value: Any) -> ValueMeta:
     return meta
 
 
+_CALLS: dict[tuple[Any, ...], ValueMeta] = {}
+_SCALARS = frozenset({bool, int, float, complex, str, type(None)})
+
+
+def call_meta(args: tuple[Any, ...], kwargs: dict[str, Any]) -> ValueMeta:
+    """``to_value_meta(call_capture(args, kwargs))``, keyed flat when every argument is a
+    tensor, None or a plain scalar (a layer called with keyword masks and flags): one tuple
+    and one lookup instead of a nested capture hashed into the cache. Anything else (a
+    container, an object) takes the plain path."""
+    parts: list[Any] = [len(args), tuple(kwargs)]
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            parts.append((value.shape, value.dtype, value.device, value.requires_grad))
+        elif type(value) in _SCALARS:
+            parts.append(type(value))  # what capture keeps of a scalar: its type
+        else:
+            return to_value_meta(call_capture(args, kwargs))
+    key = tuple(parts)
+    meta = _CALLS.get(key)
+    if meta is None:
+        meta = to_value_meta(call_capture(args, kwargs))
+        if len(_CALLS) >= _MEMO_LIMIT:
+            _CALLS.clear()
+        _CALLS[key] = meta
+    return meta
+
+
 def _build(**fields: Any) -> ValueMeta:
     """ValueMeta without re-validation: every field here is built from typed metadata."""
     return ValueMeta.model_construct(**fields)

@@ -51,18 +51,22 @@ def param_numel(module: torch.nn.Module) -> int:
 
 def subtree_param_numel(module: torch.nn.Module) -> int:
     """Elements of every parameter of ``module`` and its submodules, each tensor once (what
-    ``sum(p.numel() for p in module.parameters())`` gives, without its generator chain)."""
-    seen: set[int] = set()
-    total = 0
-    stack = [module]
-    while stack:
-        sub = stack.pop()
-        for p in sub._parameters.values():
-            if p is not None and id(p) not in seen:
-                seen.add(id(p))
-                total += p.numel()
-        stack.extend(child for child in sub._modules.values() if child is not None)
-    return total
+    ``sum(p.numel() for p in module.parameters())`` gives, without its generator chain: one
+    loop over a list that grows, sizes keyed by tensor id)."""
+    sizes: dict[int, int] = {}
+    stack: list[torch.nn.Module | None] = [module]
+    for sub in stack:  # the list grows while it is read: a breadth-first walk
+        if sub is None:
+            continue
+        params = sub._parameters
+        if params:
+            for p in params.values():
+                if p is not None:
+                    sizes[id(p)] = p.numel()
+        children = sub._modules
+        if children:
+            stack.extend(children.values())
+    return sum(sizes.values())
 
 
 def pointwise_rf() -> dict[str, int]:
