@@ -27,7 +27,6 @@ import datetime as dt
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from doc_sections import write_section  # benchmarks/doc_sections.py
 from models import moe_model, resnet50_shaped, scaling_model, transformer_encoder
 from peers import run_empty_dispatch, run_empty_hooks
 from torch import nn
@@ -314,7 +314,7 @@ def main() -> None:
     if options.markdown:
         print(f"\n{BEGIN}\n{text}{END}")
     if options.doc is not None:
-        write_section(options.doc, text)
+        write_section(options.doc, "bench_crawl", text)
 
 
 def _moe_verdict(moe: dict[str, Any]) -> str:
@@ -325,20 +325,6 @@ def _moe_verdict(moe: dict[str, Any]) -> str:
         f"{gib:.2f} GiB; bar {MOE_SECONDS:.0f} s and {MOE_GIB:.0f} GiB -> holds: "
         f"{'yes' if moe['crawl_s'] <= MOE_SECONDS and gib <= MOE_GIB else 'no'}"
     )
-
-
-BEGIN, END = "<!-- bench_crawl:begin -->", "<!-- bench_crawl:end -->"
-
-
-def write_section(path: Path, text: str) -> None:
-    """Replace (or append) this script's block between its markers, atomically."""
-    block = f"{BEGIN}\n{text}{END}\n"
-    old = path.read_text() if path.exists() else ""
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.DOTALL)
-    new = pattern.sub(lambda _: block, old) if pattern.search(old) else old + "\n" + block
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(new)
-    os.replace(tmp, path)
 
 
 if __name__ == "__main__":
