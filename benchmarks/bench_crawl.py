@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from doc_sections import write_section  # benchmarks/doc_sections.py
+from doc_sections import markers, write_section  # benchmarks/doc_sections.py
 from models import moe_model, resnet50_shaped, scaling_model, transformer_encoder
 from peers import run_empty_dispatch, run_empty_hooks
 from torch import nn
@@ -312,7 +312,8 @@ def main() -> None:
     print("\n".join(verdicts))
     text = "\n".join(lines) + "\n"
     if options.markdown:
-        print(f"\n{BEGIN}\n{text}{END}")
+        begin, end = markers("bench_crawl")
+        print(f"\n{begin}\n{text}{end}")
     if options.doc is not None:
         write_section(options.doc, "bench_crawl", text)
 
