@@ -131,3 +131,18 @@ def arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str, de
     if len(args) > index:
         return args[index]
     return kwargs.get(name, default)
+
+
+def _input_numel(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    return numel(args[0]) if args else numel(kwargs.get("self"))
+
+
+def per_input_element(flops_per_element: int, per_output: int = 0) -> Any:
+    """``k`` FLOPs per element of the first argument (a tensor or a list of them: a
+    ``_foreach_*`` op's elements summed), plus ``m`` per output element."""
+
+    def count(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+        return flops_per_element * _input_numel(args, kwargs) + per_output * first_numel(out)
+
+    count.__name__ = f"per_input_element_{flops_per_element}_{per_output}"
+    return count

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._registry import arg, convention, numel, register_formula
+from ._registry import arg, convention, numel, per_input_element, register_formula
 
 convention(
     "embedding",
@@ -22,10 +22,6 @@ convention(
 
 def _lookup(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
     return 0
-
-
-def _per_grad_output(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
-    return numel(args[0])
 
 
 def _embedding_bag(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
@@ -44,7 +40,8 @@ def _embedding_bag_backward(args: tuple[Any, ...], kwargs: dict[str, Any], out: 
 
 
 register_formula(_lookup, "embedding")
-register_formula(_per_grad_output, "embedding_dense_backward", "embedding_backward")
+# backward: 1 per element of grad_output (the first argument)
+register_formula(per_input_element(1), "embedding_dense_backward", "embedding_backward")
 register_formula(_embedding_bag, "_embedding_bag", "_embedding_bag_forward_only")
 register_formula(
     _embedding_bag_backward,

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ._registry import convention, numel, register_formula
+from ._registry import convention, numel, per_input_element, register_formula
 
 convention(
     "optimizer",
@@ -22,13 +22,6 @@ convention(
     "per parameter element (+1 weight decay, +1 amsgrad), SGD 1 (+1 weight decay, +2 "
     "momentum, +1 nesterov), Adagrad 6 (+1 weight decay)",
 )
-
-
-def per_list_element(flops_per_element: int) -> Any:
-    def count(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
-        return flops_per_element * numel(args[0] if args else kwargs.get("self"))
-
-    return count
 
 
 def _with_inplace(names: list[str]) -> list[str]:
@@ -81,8 +74,8 @@ FOREACH_1 = [
     "trunc",
     "frac",
 ]
-register_formula(per_list_element(1), *_with_inplace(FOREACH_1))
-register_formula(per_list_element(3), *_with_inplace(["addcmul", "addcdiv", "lerp"]))
+register_formula(per_input_element(1), *_with_inplace(FOREACH_1))
+register_formula(per_input_element(3), *_with_inplace(["addcmul", "addcdiv", "lerp"]))
 
 
 def _foreach_norm(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:

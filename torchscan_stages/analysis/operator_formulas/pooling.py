@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from math import prod
 from typing import Any
 
-from ._registry import arg, convention, first_numel, numel, register_formula
+from ._registry import arg, convention, first_numel, numel, per_input_element, register_formula
 
 convention(
     "pooling",
@@ -66,12 +66,8 @@ for _d in (1, 2, 3):
         register_formula(_windowed_backward(_d), f"avg_pool{_d}d_backward")
 
 
-def _per_grad_output(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
-    return numel(args[0])
-
-
 register_formula(
-    _per_grad_output,
+    per_input_element(1),  # 1 per element of grad_output
     "max_pool2d_with_indices_backward",
     "max_pool3d_with_indices_backward",
     "adaptive_max_pool2d_backward",

@@ -18,7 +18,14 @@ from typing import Any
 
 import torch
 
-from ._registry import arg, convention, first_numel, numel, register_formula, shape
+from ._registry import (
+    arg,
+    convention,
+    numel,
+    per_input_element,
+    register_formula,
+    shape,
+)
 
 convention(
     "reductions",
@@ -26,20 +33,6 @@ convention(
     "per output; var/std 4 per input +1 per output (std +1 more); vector norm 2 per input +1 "
     "per output; logsumexp 4 per input; losses: their elementwise steps + reduction",
 )
-
-
-def _input_numel(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
-    return numel(args[0]) if args else numel(kwargs.get("self"))
-
-
-def per_input_element(flops_per_element: int, per_output: int = 0) -> Any:
-    """``k`` FLOPs per element of the first argument, plus ``m`` per output element."""
-
-    def count(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
-        return flops_per_element * _input_numel(args, kwargs) + per_output * first_numel(out)
-
-    count.__name__ = f"per_input_element_{flops_per_element}_{per_output}"
-    return count
 
 
 register_formula(
