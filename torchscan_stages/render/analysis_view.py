@@ -167,17 +167,21 @@ def _layer_row(
     )
 
 
-def layer_events(report: AnalysisReport) -> list[tuple[int, LayerRow | None]]:
-    """Flat tree events: (1, row) opens a <details>, (2, row) is a leaf row, (3, None) closes."""
+def layer_events(
+    report: AnalysisReport, roots: list[_Node] | None = None
+) -> list[tuple[int, LayerRow | None]]:
+    """Flat tree events: (1, row) opens a <details>, (2, row) is a leaf row, (3, None) closes.
+
+    ``roots`` is the report's tree when the caller has built it already."""
     by_path: dict[str, list[Diagnostic]] = {}
     for diag in report.diagnostics:
         if diag.path is not None:
             by_path.setdefault(diag.path, []).append(diag)
     events: list[tuple[int, LayerRow | None]] = []
     held = report.subtree_parameters()
-    stack: list[tuple[_Node, bool]] = [
-        (root, False) for root in reversed(build_tree(report.layers))
-    ]
+    if roots is None:
+        roots = build_tree(report.layers)
+    stack: list[tuple[_Node, bool]] = [(root, False) for root in reversed(roots)]
     while stack:
         node, closing = stack.pop()
         if closing:
