@@ -10,14 +10,14 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import sys
 from typing import Any
 
 import pytest
 import torch
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
+from property_settings import property_settings
 from simulated_clock import SimulatedClock
 from torch import nn
 
@@ -33,19 +33,6 @@ from torchscan_stages import (
     render_report,
 )
 from torchscan_stages.report import REPORT_TYPES, AnalysisReport
-
-LONG = os.environ.get("TORCHSCAN_LONG_PROPERTIES") == "1"
-
-
-def _settings(ci_examples: int) -> settings:
-    return settings(
-        max_examples=ci_examples * 25 if LONG else ci_examples,
-        derandomize=not LONG,
-        deadline=None,  # the host is shared and loaded: never a time limit per example
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-
 
 # --------------------------------------------------------------- random stacks of layers
 
@@ -109,7 +96,7 @@ def _state(model: nn.Module) -> list[tuple[str, bool, int, int, int]]:
     ]
 
 
-@_settings(ci_examples=25)
+@property_settings(ci_examples=25)
 @given(STACK)
 def test_random_stacks_crawl_to_closed_forms_and_leave_the_model(spec: dict[str, Any]) -> None:
     model, expected_flops = _build(spec)
@@ -153,7 +140,7 @@ CONV = st.fixed_dictionaries(
 )
 
 
-@_settings(ci_examples=20)
+@property_settings(ci_examples=20)
 @given(CONV)
 def test_random_conv_stacks_match_the_closed_form(spec: dict[str, Any]) -> None:
     g, k, s, p = spec["groups"], spec["kernel"], spec["stride"], spec["padding"]
@@ -202,7 +189,7 @@ def _image_layer(kind: str, channels: int, side: int) -> tuple[nn.Module, int]:
     return simple.get(kind, nn.Identity)(), side
 
 
-@_settings(ci_examples=20)
+@property_settings(ci_examples=20)
 @given(
     IMAGE_LAYERS,
     st.integers(min_value=1, max_value=3),
@@ -316,7 +303,7 @@ def _mutate(document: Any, path: tuple[Any, ...], action: str, value: Any) -> An
     return document
 
 
-@_settings(ci_examples=200)
+@property_settings(ci_examples=200)
 @given(st.data())
 def test_damaged_reports_load_right_or_fail_with_one_value_error(data: st.DataObject) -> None:
     document = copy.deepcopy(data.draw(st.sampled_from(DOCUMENTS)))

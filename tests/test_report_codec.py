@@ -8,15 +8,15 @@ from __future__ import annotations
 import copy
 import gzip
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
+from property_settings import property_settings
 from simulated_clock import SimulatedClock
 from torch import nn
 
@@ -49,17 +49,6 @@ from torchscan_stages.report_codec import (
 )
 
 DATA = Path(__file__).parent / "data"
-LONG = os.environ.get("TORCHSCAN_LONG_PROPERTIES") == "1"  # as in test_properties.py
-
-
-def _settings(ci_examples: int) -> Any:
-    return settings(
-        max_examples=ci_examples * 25 if LONG else ci_examples,
-        derandomize=not LONG,
-        deadline=None,  # the host is shared and loaded: never a time limit per example
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
 
 
 class Mystery(nn.Module):
@@ -319,7 +308,7 @@ def _stack(kinds: list[str], width: int) -> nn.Module:
     return nn.Sequential(*parts)
 
 
-@_settings(ci_examples=25)
+@property_settings(ci_examples=25)
 @given(
     kinds=st.lists(LAYERS, min_size=0, max_size=8),
     width=st.integers(min_value=1, max_value=6),
@@ -363,7 +352,7 @@ VALUES = st.none() | st.booleans() | st.integers(-3, 2**64) | st.floats() | st.t
 COMPACT = _compact(REPORTS["analysis"])
 
 
-@_settings(ci_examples=150)
+@property_settings(ci_examples=150)
 @given(st.data())
 def test_damaged_columns_load_like_pydantic_or_fail_in_one_line(data: st.DataObject) -> None:
     """The fast path accepts exactly what pydantic accepts, with an equal report."""
@@ -406,7 +395,7 @@ def _like(value: Any) -> st.SearchStrategy[Any]:
     return st.none() | st.integers(0, 9) | st.text(max_size=3)
 
 
-@_settings(ci_examples=300)
+@property_settings(ci_examples=300)
 @given(st.data())
 def test_every_report_load_accepts_round_trips(data: st.DataObject) -> None:
     """Reports of every kind, varied at random (what load_report accepts of random changes to

@@ -131,7 +131,9 @@ def _job_row(job_dir: Path, root: Path, *, listed: bool = False) -> dict[str, An
         except ValueError as error:  # one unreadable report: this job's error, not a crash
             row["status"], row["error"] = "failed", str(error)
             continue
-        document = report.model_dump(mode="json")
+        # per-layer records and diagnostics are skipped by metric_results (_SKIP) anyway:
+        # not dumping them spares a copy of every record of a large analysis report
+        document = report.model_dump(mode="json", exclude={"layers", "diagnostics"})
         row["metrics"].update(_report_metrics(report_file.stem, document))
         row.setdefault("provenance", _provenance(document))
         _config_columns(row, (document.get("provenance") or {}).get("run") or {})

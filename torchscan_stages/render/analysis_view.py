@@ -19,9 +19,10 @@ from ..report import (
     combine_sum,
 )
 from .common import reason_for
-from .format import Cell, describe_value, metric_cell, percent, thousands
+from .format import DASH, Cell, describe_value, metric_cell, percent, thousands
 from .svg import Bar, bar_chart, metric_bar
 
+NOT_RECORDED = Cell(DASH, "not recorded (structure mode or an older report)", "na")
 OPEN_DEPTH = 2  # tree levels shown expanded by default
 # Above this many records the tree is embedded as compact JSON and drawn by an inline script
 # (tree_data.py); at or below it the page stays static HTML that reads without JavaScript.
@@ -119,17 +120,28 @@ def build_tree(layers: list[LayerRecord]) -> list[_Node]:
     return roots
 
 
+def params_cell(record: LayerRecord, has_children: bool, held: dict[str, int]) -> Cell:
+    """The Parameters cell of a tree row: the subtree's count for a container
+    (``held`` is :meth:`AnalysisReport.subtree_parameters`), the own count for a leaf."""
+    own = record.params.parameters
+    if has_children:
+        subtree = held.get(record.path, own)
+        return Cell(thousands(subtree), f"{subtree:,} in subtree ({own:,} own)", "ok")
+    return Cell(thousands(own), f"{own:,} parameters", "ok")
+
+
+def output_texts(record: LayerRecord) -> tuple[str, str]:
+    """A tree row's output: (at most 80 characters, the full description)."""
+    full = describe_value(record.output, limit=2000)
+    return (full if len(full) <= 80 else full[:79] + "…"), full
+
+
 def _layer_row(
     node: _Node, diagnostics: dict[str, list[Diagnostic]], held: dict[str, int]
 ) -> LayerRow:
     record = node.record
     metrics = record.metrics
-    own = record.params.parameters
-    if node.children:
-        subtree = held.get(record.path, own)
-        params = Cell(thousands(subtree), f"{subtree:,} in subtree ({own:,} own)", "ok")
-    else:
-        params = Cell(thousands(own), f"{own:,} parameters", "ok")
+    params = params_cell(record, bool(node.children), held)
     layer_diags = diagnostics.get(record.path, [])
 
     def cell(result: MetricResult, metric: str) -> Cell:
@@ -146,15 +158,14 @@ def _layer_row(
         # operator FLOPs of the whole call (operator dispatch), beside, never added
         metric_cell(record.operator_flops.inclusive, brief=True)
         if record.operator_flops is not None
-        else Cell("—", "not recorded (structure mode or an older report)", "na"),
+        else NOT_RECORDED,
     )
     flagged = None
     if layer_diags:
         flagged = "; ".join(f"{d.code}: {d.message}" for d in layer_diags[:3])
     name = record.name or record.path or "(root)"
     call = f" (call {record.call_index + 1})" if record.call_index else ""
-    output_full = describe_value(record.output, limit=2000)
-    output = output_full if len(output_full) <= 80 else output_full[:79] + "…"
+    output, output_full = output_texts(record)
     return LayerRow(
         name=name + call,
         title=f"{record.path or '(root)'} · call {record.call_index}",
@@ -167,17 +178,21 @@ def _layer_row(
     )
 
 
-def layer_events(report: AnalysisReport) -> list[tuple[int, LayerRow | None]]:
-    """Flat tree events: (1, row) opens a <details>, (2, row) is a leaf row, (3, None) closes."""
+def layer_events(
+    report: AnalysisReport, roots: list[_Node] | None = None
+) -> list[tuple[int, LayerRow | None]]:
+    """Flat tree events: (1, row) opens a <details>, (2, row) is a leaf row, (3, None) closes.
+
+    ``roots`` is the report's tree when the caller has built it already."""
     by_path: dict[str, list[Diagnostic]] = {}
     for diag in report.diagnostics:
         if diag.path is not None:
             by_path.setdefault(diag.path, []).append(diag)
     events: list[tuple[int, LayerRow | None]] = []
     held = report.subtree_parameters()
-    stack: list[tuple[_Node, bool]] = [
-        (root, False) for root in reversed(build_tree(report.layers))
-    ]
+    if roots is None:
+        roots = build_tree(report.layers)
+    stack: list[tuple[_Node, bool]] = [(root, False) for root in reversed(roots)]
     while stack:
         node, closing = stack.pop()
         if closing:

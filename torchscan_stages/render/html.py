@@ -208,7 +208,7 @@ def _analysis_view(report: AnalysisReport) -> dict[str, Any]:
         "storage": storage,
         "compute": compute,
         "charts": analysis_charts(report, roots),
-        "events": [] if lazy else layer_events(report),
+        "events": [] if lazy else layer_events(report, roots),
         "tree_json": Markup(script_json(tree_data(report, roots, OPEN_DEPTH))) if lazy else None,
         "tree_script": Markup(tree_script()) if lazy else None,
         "lazy_layers": LAZY_LAYERS,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..report import AnalysisReport, Diagnostic, LayerRecord, MetricResult, combine_sum
+from .analysis_view import NOT_RECORDED, output_texts, params_cell
 from .format import DASH, Cell, describe_value, metric_cell, thousands
 
 RUN_MIN = 3  # this many identical consecutive siblings or more are shown as one row
@@ -25,7 +26,6 @@ _CLS = {"ok": 0, "part": 1, "na": 2}
 # the layer columns after Parameters, in page order, and the metric names diagnostics use
 COLUMNS = ("module_flops", "macs", "dmas", "receptive_field", "operator_flops")
 _ADDITIVE = ("module_flops", "macs", "dmas", "operator_flops")
-_NOT_RECORDED = Cell(DASH, "not recorded (structure mode or an older report)", "na")
 
 
 @dataclass(slots=True)
@@ -57,7 +57,7 @@ class _Tables:
     def metric(self, result: MetricResult | None) -> int:
         """A brief metric cell; the reason of an unavailable one is added by the page."""
         if result is None:
-            return self.cell(_NOT_RECORDED)
+            return self.cell(NOT_RECORDED)
         key = (result.status, result.known_value, result.unit)
         cell = self.metric_cells.get(key)
         if cell is None:
@@ -78,17 +78,8 @@ def _results(record: LayerRecord) -> tuple[MetricResult | None, ...]:
     return (metrics.module_flops, metrics.macs, metrics.dmas, metrics.receptive_field, ops)
 
 
-def _params_cell(record: LayerRecord, has_children: bool, held: dict[str, int]) -> Cell:
-    own = record.params.parameters
-    if has_children:
-        subtree = held.get(record.path, own)
-        return Cell(thousands(subtree), f"{subtree:,} in subtree ({own:,} own)", "ok")
-    return Cell(thousands(own), f"{own:,} parameters", "ok")
-
-
 def _output_ids(record: LayerRecord, tables: _Tables) -> tuple[int, int]:
-    full = describe_value(record.output, limit=2000)
-    short = full if len(full) <= 80 else full[:79] + "…"
+    short, full = output_texts(record)
     return tables.s(short), (-1 if short == full else tables.s(full))
 
 
@@ -96,7 +87,7 @@ def _row_shape(
     record: LayerRecord, has_children: bool, held: dict[str, int], tables: _Tables
 ) -> int:
     short, full = _output_ids(record, tables)
-    cells = [tables.cell(_params_cell(record, has_children, held))]
+    cells = [tables.cell(params_cell(record, has_children, held))]
     cells += [tables.metric(result) for result in _results(record)]
     return tables.shape((tables.s(record.type), short, full, *cells))
 
