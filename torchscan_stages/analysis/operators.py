@@ -26,7 +26,6 @@ per counter; torch's global registry is never modified.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -48,6 +47,7 @@ from ..report import (
     OperatorCount,
     trusted_construct,
 )
+from ._gc import gc_paused
 from .model_forms import tensor_data_kind, without_data_diagnostics
 from .operator_formulas import CONVENTIONS, FORMULAS, IGNORED, PRODUCT_SHARE, Flops, RawFormula
 
@@ -988,11 +988,7 @@ def count_workload(
     _check_name(name)
     tracker = _ModuleStack()
     counter = OperatorCounter(custom, owner=tracker.current)
-    # the collector paused as _gc.gc_paused does (keeps the per-module cost flat on large
-    # models), written out: its generator-based context manager cost a tenth of the fixed cost
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():  # see _gc: keeps the per-module cost flat on large models
         with tracker, counter:
             output = workload()
         # a tensor or None is never deferred work: skip the generator / iterator checks
@@ -1000,9 +996,6 @@ def count_workload(
         lazy = None if plain else lazy_output_diagnostic(output, "operator_flops")
         del output
         report = counter.report(name=name, scope="workload", module_rollup=True)
-    finally:
-        if collecting:
-            gc.enable()
     if counter.data_kind not in (_UNSEEN, None):
         report.diagnostics[:0] = without_data_diagnostics(counter.data_kind)
     _mark_no_work(report, lazy, _no_arithmetic(report))
