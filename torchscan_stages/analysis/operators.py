@@ -48,6 +48,7 @@ from ..report import (
     trusted_construct,
 )
 from ._gc import gc_paused
+from ._walk import named_modules
 from .model_forms import tensor_data_kind, without_data_diagnostics
 from .operator_formulas import CONVENTIONS, FORMULAS, IGNORED, PRODUCT_SHARE, Flops, RawFormula
 
@@ -839,25 +840,13 @@ class _ModuleStack:
             return names[key]
         name = names.get(key) or type(module).__name__
         alive = self._alive
-        # named_modules' preorder walk with one list instead of one generator per module (a
-        # third of its cost on a deep tree); the same paths in the same order
-        memo: set[int] = set()
-        todo = [(name, module)]
-        while todo:
-            path, sub = todo.pop()
+        # _walk: named_modules' paths in its order, one loop instead of a generator per module
+        for path, sub in named_modules(module, prefix=name):
             sub_key = id(sub)
-            if sub_key in memo:
-                continue
-            memo.add(sub_key)
             if sub_key not in names:
                 names[sub_key] = path
                 alive.append(sub)
             seen.add(sub_key)
-            children = sub._modules
-            if children:
-                named = [(f"{path}.{n}", c) for n, c in children.items() if c is not None]
-                named.reverse()
-                todo.extend(named)
         return name
 
     def _push(self, name: str) -> None:
