@@ -437,12 +437,10 @@ class OperatorCounter:
                 self._table[key] = _adapt_user_formula(fn)
                 self._shares[key] = _P_UNKNOWN
         self._owner = owner
-        # measure_flops' module stack is read directly (no call per operator); the list is
-        # only ever mutated in place, so this reference stays valid
+        # a StackOwner's list (measure_flops' module stack, the crawl's keys) is read directly
+        # (no call per operator); it is only ever mutated in place, so this reference stays valid
         self._owner_stack: list[str] | None = None
-        if getattr(owner, "__func__", None) is _ModuleStack.current:
-            self._owner_stack = owner.__self__.stack  # type: ignore[union-attr]
-        elif type(owner) is StackOwner:
+        if type(owner) is StackOwner:
             self._owner_stack = owner.stack
         self._by_owner: dict[OwnerKey | None, OwnerOps] = {}
         self._ignored_reasons = _IGNORED_REASONS
@@ -789,8 +787,9 @@ def _roll_up(sums: dict[str, list[int]]) -> None:
 class StackOwner:
     """An ``owner`` that is the last key of a list its caller keeps (None when empty).
 
-    The counter reads the list itself, as it does measure_flops' module stack: no Python call
-    per operator. The caller pushes and pops keys in place (never rebinds the list).
+    The counter reads the list itself: no Python call per operator. measure_flops passes its
+    module stack this way, the crawl its call keys; the caller pushes and pops keys in place
+    (never rebinds the list).
     """
 
     __slots__ = ("stack",)
@@ -976,7 +975,7 @@ def count_workload(
     custom = classify_custom_mapping(custom_mapping)
     _check_name(name)
     tracker = _ModuleStack()
-    counter = OperatorCounter(custom, owner=tracker.current)
+    counter = OperatorCounter(custom, owner=StackOwner(tracker.stack))
     with gc_paused():  # see _gc: keeps the per-module cost flat on large models
         with tracker, counter:
             output = workload()
