@@ -7,18 +7,23 @@ pause covers one call; the collector's previous state is restored, also on error
 
 from __future__ import annotations
 
-import contextlib
 import gc
-from collections.abc import Iterator
+from typing import Any
 
 
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Disable the cyclic collector for the block; restore its previous state afterwards."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
+class gc_paused:  # lower-case: used like the function it was, ``with gc_paused():``
+    """Disable the cyclic collector for the block; restore its previous state afterwards.
+
+    A plain class, not a ``contextlib.contextmanager`` generator: the generator's set-up cost
+    was a tenth of ``count_workload``'s fixed cost.
+    """
+
+    __slots__ = ("_collecting",)
+
+    def __enter__(self) -> None:
+        self._collecting = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._collecting:
             gc.enable()

@@ -27,23 +27,23 @@ def _plain(cls: type[nn.Module]) -> bool:
     return ok
 
 
-def named_modules(module: nn.Module) -> list[tuple[str, nn.Module]]:
-    """``list(module.named_modules())``, built by an explicit pre-order stack."""
+def named_modules(module: nn.Module, prefix: str = "") -> list[tuple[str, nn.Module]]:
+    """``list(module.named_modules(prefix=prefix))``, built by an explicit pre-order stack."""
     seen: set[int] = set()
     out: list[tuple[str, nn.Module]] = []
     plain = _PLAIN
-    stack: list[tuple[str, nn.Module]] = [("", module)]
+    stack: list[tuple[str, nn.Module]] = [(prefix, module)]
     while stack:
-        prefix, sub = stack.pop()
+        path, sub = stack.pop()
         if id(sub) in seen:
             continue
         if not plain.get(type(sub)) and not _plain(type(sub)):
-            return list(module.named_modules())
+            return list(module.named_modules(prefix=prefix))
         seen.add(id(sub))
-        out.append((prefix, sub))
+        out.append((path, sub))
         children = sub._modules
         if children:
-            dot = prefix + "." if prefix else ""
+            dot = path + "." if path else ""
             stack.extend(
                 [
                     (dot + name, child)

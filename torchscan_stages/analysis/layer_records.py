@@ -556,12 +556,7 @@ def _new(cls: type[_B], state: dict[str, Any]) -> _B:
     """
     if not _DIRECT[cls]:
         return trusted_construct(cls, state)
-    model = object.__new__(cls)
-    object.__setattr__(model, "__dict__", state)
-    _set_fields_set(model, _FIELDS_SET[cls])
-    _set_extra(model, None)
-    _set_private(model, None)
-    return model
+    return _bare(cls, state)
 
 
 _NO_TENSORS: tuple[dict[str, int], list[tuple[int, int]]] = (

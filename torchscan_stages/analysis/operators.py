@@ -26,7 +26,6 @@ per counter; torch's global registry is never modified.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -48,6 +47,8 @@ from ..report import (
     OperatorCount,
     trusted_construct,
 )
+from ._gc import gc_paused
+from ._walk import named_modules
 from .model_forms import tensor_data_kind, without_data_diagnostics
 from .operator_formulas import CONVENTIONS, FORMULAS, IGNORED, PRODUCT_SHARE, Flops, RawFormula
 
@@ -436,12 +437,10 @@ class OperatorCounter:
                 self._table[key] = _adapt_user_formula(fn)
                 self._shares[key] = _P_UNKNOWN
         self._owner = owner
-        # measure_flops' module stack is read directly (no call per operator); the list is
-        # only ever mutated in place, so this reference stays valid
+        # a StackOwner's list (measure_flops' module stack, the crawl's keys) is read directly
+        # (no call per operator); it is only ever mutated in place, so this reference stays valid
         self._owner_stack: list[str] | None = None
-        if getattr(owner, "__func__", None) is _ModuleStack.current:
-            self._owner_stack = owner.__self__.stack  # type: ignore[union-attr]
-        elif type(owner) is StackOwner:
+        if type(owner) is StackOwner:
             self._owner_stack = owner.stack
         self._by_owner: dict[OwnerKey | None, OwnerOps] = {}
         self._ignored_reasons = _IGNORED_REASONS
@@ -788,8 +787,9 @@ def _roll_up(sums: dict[str, list[int]]) -> None:
 class StackOwner:
     """An ``owner`` that is the last key of a list its caller keeps (None when empty).
 
-    The counter reads the list itself, as it does measure_flops' module stack: no Python call
-    per operator. The caller pushes and pops keys in place (never rebinds the list).
+    The counter reads the list itself: no Python call per operator. measure_flops passes its
+    module stack this way, the crawl its call keys; the caller pushes and pops keys in place
+    (never rebinds the list).
     """
 
     __slots__ = ("stack",)
@@ -839,25 +839,13 @@ class _ModuleStack:
             return names[key]
         name = names.get(key) or type(module).__name__
         alive = self._alive
-        # named_modules' preorder walk with one list instead of one generator per module (a
-        # third of its cost on a deep tree); the same paths in the same order
-        memo: set[int] = set()
-        todo = [(name, module)]
-        while todo:
-            path, sub = todo.pop()
+        # _walk: named_modules' paths in its order, one loop instead of a generator per module
+        for path, sub in named_modules(module, prefix=name):
             sub_key = id(sub)
-            if sub_key in memo:
-                continue
-            memo.add(sub_key)
             if sub_key not in names:
                 names[sub_key] = path
                 alive.append(sub)
             seen.add(sub_key)
-            children = sub._modules
-            if children:
-                named = [(f"{path}.{n}", c) for n, c in children.items() if c is not None]
-                named.reverse()
-                todo.extend(named)
         return name
 
     def _push(self, name: str) -> None:
@@ -987,12 +975,8 @@ def count_workload(
     custom = classify_custom_mapping(custom_mapping)
     _check_name(name)
     tracker = _ModuleStack()
-    counter = OperatorCounter(custom, owner=tracker.current)
-    # the collector paused as _gc.gc_paused does (keeps the per-module cost flat on large
-    # models), written out: its generator-based context manager cost a tenth of the fixed cost
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    counter = OperatorCounter(custom, owner=StackOwner(tracker.stack))
+    with gc_paused():  # see _gc: keeps the per-module cost flat on large models
         with tracker, counter:
             output = workload()
         # a tensor or None is never deferred work: skip the generator / iterator checks
@@ -1000,9 +984,6 @@ def count_workload(
         lazy = None if plain else lazy_output_diagnostic(output, "operator_flops")
         del output
         report = counter.report(name=name, scope="workload", module_rollup=True)
-    finally:
-        if collecting:
-            gc.enable()
     if counter.data_kind not in (_UNSEEN, None):
         report.diagnostics[:0] = without_data_diagnostics(counter.data_kind)
     _mark_no_work(report, lazy, _no_arithmetic(report))
