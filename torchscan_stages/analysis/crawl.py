@@ -26,6 +26,7 @@ from torch.nn.modules.module import (
 )
 from torch.utils._python_dispatch import _disable_current_modes
 
+from .._gc import gc_paused
 from ..devices import resolve_device
 from ..measure.lazy import lazy_output_diagnostic
 from ..provenance import build_provenance
@@ -38,7 +39,6 @@ from ..report import (
     MetricResult,
 )
 from . import module_formulas  # noqa: F401  (fills the built-in handler registry)
-from ._gc import gc_paused
 from ._guards import depth_headroom, model_lock
 from ._walk import named_modules
 from .handlers import (

@@ -35,6 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry as _torch_flop_registry
 from torch.utils.flop_counter import shape_wrapper as _torch_shape_wrapper
 
+from .._gc import gc_paused
 from ..measure.lazy import lazy_output_diagnostic
 from ..provenance import build_provenance
 from ..report import (
@@ -47,7 +48,6 @@ from ..report import (
     OperatorCount,
     trusted_construct,
 )
-from ._gc import gc_paused
 from ._walk import named_modules
 from .model_forms import tensor_data_kind, without_data_diagnostics
 from .operator_formulas import CONVENTIONS, FORMULAS, IGNORED, PRODUCT_SHARE, Flops, RawFormula

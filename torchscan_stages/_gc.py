@@ -1,4 +1,4 @@
-"""Pausing the cyclic garbage collector around one analysis pass.
+"""Pausing the cyclic garbage collector around one analysis pass or one page build.
 
 Hooks and dispatch modes allocate many small objects per module call; a full collection
 scans every live object, so without a pause the per-layer cost grows with the model. The
