@@ -58,13 +58,15 @@ def _peak_rss() -> int:
     """This process's peak resident set since its exec (``VmHWM``).
 
     Not ``getrusage``'s ``ru_maxrss``: Linux carries that across exec, so a child started
-    from this big parent would report the parent's peak.
+    from this big parent would report the parent's peak. The package's one parser of
+    ``/proc/self/status`` (measure/rss_phases.py, standard library only) reads it.
     """
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024  # kB
-    raise RuntimeError("no VmHWM in /proc/self/status (Linux only)")
+    from torchscan_stages.measure.rss_phases import proc_status_bytes
+
+    peak = proc_status_bytes("VmHWM")
+    if peak is None:
+        raise RuntimeError("no VmHWM in /proc/self/status (Linux only)")
+    return peak
 
 
 def child(mode: str, path: str) -> None:
