@@ -21,7 +21,6 @@ import datetime as dt
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from doc_sections import write_section  # benchmarks/doc_sections.py
+
+from torchscan_stages.measure.stats import quartiles
 
 GIB = 1 << 30
 BARS = {"save_s": 5.0, "load_s": 5.0, "render_s": 5.0, "peak_bytes": GIB}
@@ -168,10 +169,8 @@ def measure(records: int, rounds: int, render_timeout: float, before: bool) -> d
 
 
 def _median_iqr(values: list[float]) -> tuple[float, float]:
-    if len(values) < 2:
-        return values[0], 0.0
-    q = statistics.quantiles(values, n=4, method="inclusive")
-    return statistics.median(values), q[2] - q[0]
+    q1, median, q3 = quartiles(values)  # the package's (measure/stats.py), linear
+    return median, q3 - q1
 
 
 def _seconds(values: list[float]) -> str:
