@@ -12,7 +12,7 @@ CPU time and for wall time. The bars (issue 18), judged on the CPU-time median:
 * 5,000 blocks: full no slower per block than ptflops (same model, same plain forward: the
   per-block ratio is the ratio to plain), structure <= 4x a plain forward;
 * DeepSeek-V3-shaped MoE on ``meta`` (46,848 Linear calls): a full crawl in a fresh child
-  process within 30 s and 2 GiB peak RSS (``resource.getrusage`` in the child).
+  process within 30 s and 2 GiB peak RSS (the child's own ``VmHWM``).
 
 ``--attribution`` also times the per-layer operator FLOPs step (``layer_records.operator_flops``)
 inside full crawls of the CNN and GPT-2 (bar: at most 1.05x, issue 14). ``--quick`` runs fewer
@@ -137,8 +137,12 @@ def _models(quick: bool) -> list[tuple[str, nn.Module, torch.Tensor, int]]:
 
 
 def moe_child() -> None:
-    """In a fresh process: build the MoE on meta, crawl it, print seconds and peak RSS."""
-    import resource
+    """In a fresh process: build the MoE on meta, crawl it, print seconds and peak RSS.
+
+    Peak RSS is ``VmHWM``, not ``getrusage``'s ``ru_maxrss``: Linux carries the latter over
+    exec, so a child of this parent (models built, torch loaded) would report the parent's.
+    """
+    from torchscan_stages.measure.rss_phases import proc_status_bytes
 
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -146,7 +150,9 @@ def moe_child() -> None:
     built = time.perf_counter()
     report = crawl_module(model, args=(torch.empty(1, 7168, device="meta"),))
     crawl_s = time.perf_counter() - built
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    peak = proc_status_bytes("VmHWM")
+    if peak is None:
+        raise RuntimeError("no VmHWM in /proc/self/status (Linux only)")
     linear = sum(1 for layer in report.layers if layer.type == "Linear")
     print(
         json.dumps(

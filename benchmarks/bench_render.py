@@ -76,12 +76,11 @@ def crawled_report(layers: int) -> Any:
 # (here: torch and the crawled report, about 1.1 GiB).
 CHILD = """
 import json, pickle, resource, sys, time
+from torchscan_stages.measure.rss_phases import proc_status_bytes
 from torchscan_stages.render import render_report
 
 def hwm():
-    with open("/proc/self/status") as status:
-        line = next(x for x in status if x.startswith("VmHWM:"))
-    return int(line.split()[1]) / 1024  # KiB -> MiB
+    return proc_status_bytes("VmHWM") / 2**20  # bytes -> MiB
 
 report_pickle, page, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3])
 with open(report_pickle, "rb") as handle:

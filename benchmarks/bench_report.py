@@ -21,7 +21,6 @@ import datetime as dt
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from doc_sections import write_section  # benchmarks/doc_sections.py
+
+from torchscan_stages.measure.stats import quartiles
 
 GIB = 1 << 30
 BARS = {"save_s": 5.0, "load_s": 5.0, "render_s": 5.0, "peak_bytes": GIB}
@@ -58,13 +59,15 @@ def _peak_rss() -> int:
     """This process's peak resident set since its exec (``VmHWM``).
 
     Not ``getrusage``'s ``ru_maxrss``: Linux carries that across exec, so a child started
-    from this big parent would report the parent's peak.
+    from this big parent would report the parent's peak. The package's one parser of
+    ``/proc/self/status`` (measure/rss_phases.py, standard library only) reads it.
     """
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024  # kB
-    raise RuntimeError("no VmHWM in /proc/self/status (Linux only)")
+    from torchscan_stages.measure.rss_phases import proc_status_bytes
+
+    peak = proc_status_bytes("VmHWM")
+    if peak is None:
+        raise RuntimeError("no VmHWM in /proc/self/status (Linux only)")
+    return peak
 
 
 def child(mode: str, path: str) -> None:
@@ -166,10 +169,8 @@ def measure(records: int, rounds: int, render_timeout: float, before: bool) -> d
 
 
 def _median_iqr(values: list[float]) -> tuple[float, float]:
-    if len(values) < 2:
-        return values[0], 0.0
-    q = statistics.quantiles(values, n=4, method="inclusive")
-    return statistics.median(values), q[2] - q[0]
+    q1, median, q3 = quartiles(values)  # the package's (measure/stats.py), linear
+    return median, q3 - q1
 
 
 def _seconds(values: list[float]) -> str:

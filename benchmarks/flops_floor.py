@@ -30,6 +30,7 @@ from models import BenchModel, model_set, set_mixed_modes
 from peers import _EmptyDispatchMode
 
 from torchscan_stages.analysis.operators import measure_flops
+from torchscan_stages.measure.stats import quartiles
 
 MODELS = ("resnet50", "transformer", "scaling_5000")
 
@@ -47,11 +48,9 @@ def _runners(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Callable[[], 
 
 
 def _quartiles(values: list[float]) -> tuple[float, float]:
-    """(median, IQR) of the per-round values."""
-    if len(values) < 2:
-        return values[0], 0.0
-    q = statistics.quantiles(values, n=4, method="inclusive")
-    return statistics.median(values), q[2] - q[0]
+    """(median, IQR) of the per-round values (the package's linear quartiles)."""
+    q1, median, q3 = quartiles(values)
+    return median, q3 - q1
 
 
 def _ratios(seconds: dict[str, list[float]]) -> dict[str, tuple[float, float]]:
