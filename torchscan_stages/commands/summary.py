@@ -112,7 +112,7 @@ def _model_and_inputs(options: argparse.Namespace) -> tuple[nn.Module, dict[str,
     if ":" not in options.model and "." not in options.model:
         raise CommandError(
             f"--model {options.model!r}: expected one of {', '.join(BUILT_IN)} or "
-            "pkg.module:factory"
+            "pkg.module:factory (or pkg.module.factory)"
         )
     model = _call(load_object(options.model, "--model"), options.model, "--model")
     if not isinstance(model, nn.Module):
