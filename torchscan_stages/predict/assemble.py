@@ -61,6 +61,15 @@ def _diagnostics_of(tracker: PeakTracker, allocator: AllocatorModel) -> list[Dia
         for operator, count in sorted(tracker.untracked.items())
     ]
     found += _work_diagnostics(tracker)
+    found += [
+        Diagnostic(
+            code="fake_kernel_divergence",
+            metric="peak",
+            operator=operator,
+            message=message,
+        )
+        for operator, message in sorted(tracker.divergent.items())
+    ]
     if tracker.snapshot.master_bytes:
         found.append(
             Diagnostic(
@@ -148,7 +157,8 @@ def build_report(
 ) -> PredictionReport:
     """Every figure of one fake run, with the diagnostics that qualify it."""
     diagnostics = diagnostics + _diagnostics_of(tracker, allocator)
-    complete = not any(d.severity == "error" or d.code == "untracked_tensor" for d in diagnostics)
+    partial_codes = ("untracked_tensor", "fake_kernel_divergence")
+    complete = not any(d.severity == "error" or d.code in partial_codes for d in diagnostics)
     scope = allocator.scope
     if tracker.peak == 0 and not complete:
         peak = MetricResult.unavailable(unit="bytes", scope=scope, method=METHOD)

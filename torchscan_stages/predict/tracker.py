@@ -21,6 +21,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ..measure.memory import storage_of
 from .allocator import AllocatorModel
+from .kernels import CORRECTED
 from .modules import in_backward
 from .ownership import Owned, Ownership
 from .resident import Residents
@@ -73,6 +74,7 @@ class PeakTracker(TorchDispatchMode):
         self.preexisting = 0
         self.untracked: dict[str, int] = {}
         self.operators_seen = 0
+        self.divergent: dict[str, str] = {}  # operator -> why its fake bytes differ
         self.meta_outputs = 0  # outputs on the meta device: no bytes on any real device
         self.host_counters = allocator.device_type != "cpu"
         # True once a tensor lives on the predicted device itself (not CPU fakes modelling it)
@@ -237,11 +239,18 @@ class PeakTracker(TorchDispatchMode):
             for item in flat:
                 if isinstance(item, torch.Tensor):
                     self._note_input(item)
-        out = func(*args, **kwargs)
+        correction = CORRECTED.get(func)
+        if correction is None:
+            out = func(*args, **kwargs)
+        else:
+            out = correction(func, args, kwargs, self._uncorrected)
         for item in tree_flatten(out)[0]:
             if isinstance(item, torch.Tensor):
                 self._note_output(item, str(func), phase)
         return out
+
+    def _uncorrected(self, operator: str, message: str) -> None:
+        self.divergent.setdefault(operator, message)
 
     # -------------------------------------------------------------------- classification
     def _classify(self, grads: dict[int, Any] | None = None) -> None:
