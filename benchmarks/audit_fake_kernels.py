@@ -7,8 +7,9 @@ AdamW step) under a recording dispatch mode. The first call of every (operator, 
 shapes) is replayed under ``FakeTensorMode`` on fake copies of its arguments, and the bytes
 of every output storage (outputs, workspaces, the tensors autograd saves are outputs too)
 are compared; both sides run on the same detached copies of the arguments. A row per
-operator: calls audited, real and fake output bytes, and whether the predictor corrects it (``torchscan_stages/predict/kernels.py``). The table is printed
-as markdown; docs/prediction.md carries the committed copy.
+operator: calls audited, real and fake output bytes, and whether the predictor corrects it
+(``torchscan_stages/predict/kernels.py``). The table is printed as markdown;
+docs/prediction.md carries the committed copy.
 """
 
 from __future__ import annotations
