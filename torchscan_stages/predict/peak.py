@@ -13,12 +13,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from torch._subclasses.fake_tensor import (
-    DataDependentOutputException,
-    DynamicOutputShapeException,
-    FakeTensorMode,
-    UnsupportedOperatorException,
-)
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..measure.lazy import lazy_output_diagnostic
 from ..report import Diagnostic, PredictionReport
@@ -27,13 +22,8 @@ from .assemble import build_report
 from .modules import QualifiedModuleStack
 from .ownership import Ownership
 from .resident import Residents, TorchGlobals, reach
+from .stops import FAKE_LIMITS, FakeRunStopped, stop_diagnostic
 from .tracker import PeakSnapshot, PeakTracker
-
-_FAKE_LIMITS = (
-    UnsupportedOperatorException,
-    DynamicOutputShapeException,
-    DataDependentOutputException,
-)
 
 
 def _unseen_operator(error: Exception) -> str:
@@ -102,19 +92,10 @@ def _call(
                 "ignore", message="Accessing the data pointer of FakeTensor", category=UserWarning
             )
             return workload()
-    except _FAKE_LIMITS as error:
-        operator = _unseen_operator(error)
-        found.append(
-            Diagnostic(
-                code="fake_unsupported_operator",
-                severity="error",
-                metric="peak",
-                operator=operator,
-                message=f"{operator} cannot run on fake tensors ({type(error).__name__}: "
-                f"{error}); the workload stopped there, so every figure is a lower bound "
-                "covering the work before it",
-            )
-        )
+    except FakeRunStopped as stop:
+        found.append(stop_diagnostic(stop))
+    except FAKE_LIMITS as error:  # raised outside any operator (e.g. by a fake tensor method)
+        found.append(stop_diagnostic(FakeRunStopped(_unseen_operator(error), None, None, error)))
     except RuntimeError as error:
         if "_apply(): Couldn't swap" not in str(error):
             raise

@@ -26,6 +26,7 @@ from .modules import in_backward
 from .ownership import Owned, Ownership
 from .resident import Residents
 from .steady import SteadyState
+from .stops import FAKE_LIMITS, FakeRunStopped, user_line
 
 OUTSIDE = "(outside modules)"
 _LIFTS = frozenset({torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh_copy.default})
@@ -240,10 +241,14 @@ class PeakTracker(TorchDispatchMode):
                 if isinstance(item, torch.Tensor):
                     self._note_input(item)
         correction = CORRECTED.get(func)
-        if correction is None:
-            out = func(*args, **kwargs)
-        else:
-            out = correction(func, args, kwargs, self._uncorrected)
+        try:
+            if correction is None:
+                out = func(*args, **kwargs)
+            else:
+                out = correction(func, args, kwargs, self._uncorrected)
+        except (*FAKE_LIMITS, RuntimeError, NotImplementedError) as error:
+            # the fake kernel refused: where (module path, user line) and why
+            raise FakeRunStopped(str(func), self._modules.current(), user_line(), error) from error
         for item in tree_flatten(out)[0]:
             if isinstance(item, torch.Tensor):
                 self._note_output(item, str(func), phase)
