@@ -63,3 +63,25 @@ def test_fp32_grouped_mm_predicts_instead_of_raising() -> None:
     measured = _measured(step)
     # parameters 3*16*8*4 = 1536, tokens 768, output 12*8*4 = 384, gradient 1536, ...
     assert abs(predicted.peak.value - measured) <= 0.05 * measured  # type: ignore[operator]
+
+
+def _adamw_step(foreach: bool | None) -> Callable[[], None]:
+    def step() -> None:
+        model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64))
+        optimizer = torch.optim.AdamW(model.parameters(), foreach=foreach)
+        model(torch.randn(8, 64)).pow(2).mean().backward()
+        optimizer.step()
+
+    return step
+
+
+def test_cuda_predictions_follow_the_foreach_default() -> None:
+    """On CUDA AdamW left to choose takes ``foreach``; on the CPU the per-tensor path."""
+    default = predict_peak_memory(_adamw_step(None), device="cuda")
+    assert default.peak.value == predict_peak_memory(_adamw_step(True), device="cuda").peak.value
+    per_tensor = predict_peak_memory(_adamw_step(False), device="cuda")
+    assert default.peak.value > per_tensor.peak.value  # type: ignore[operator]
+    assert any("foreach=True" in note for note in default.assumptions)
+    cpu = predict_peak_memory(_adamw_step(None), device="cpu")
+    assert cpu.peak.value == predict_peak_memory(_adamw_step(False), device="cpu").peak.value
+    assert cpu.assumptions == []

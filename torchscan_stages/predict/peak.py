@@ -60,7 +60,12 @@ def _run(
         if ownership.in_step == 0:
             tracker.steady.ended(optimizer, tracker.current)
 
-    ownership.on_step_begin = lambda opt: tracker.steady.began(opt, tracker.current, tracker.peak)
+    def began(optimizer: Any) -> None:
+        if allocator.device_type == "cuda":
+            _follow_cuda_defaults(optimizer, tracker.assumptions)
+        tracker.steady.began(optimizer, tracker.current, tracker.peak)
+
+    ownership.on_step_begin = began
     ownership.on_step_end = ended
     ownership.name_of = modules._name
     saved = TorchGlobals.capture()
@@ -78,6 +83,21 @@ def _run(
         residents.restore()
         saved.restore()
     return tracker, snapshot, diagnostics, residents
+
+
+def _follow_cuda_defaults(optimizer: Any, assumptions: list[str]) -> None:
+    """On CUDA, torch's optimizers default to the ``foreach`` path (all parameters' temporaries
+    at once); on CPU fakes they would take the per-tensor one. Only groups left to the default
+    (``foreach=None``, not fused) are set, on the step's own (or fake-copied) group dicts."""
+    for group in optimizer.param_groups:
+        if "foreach" in group and group["foreach"] is None and not group.get("fused"):
+            group["foreach"] = True
+            note = (
+                f"{type(optimizer).__name__}: foreach=True, CUDA's default for an optimizer "
+                "left to choose (the CPU's default is the per-tensor path)"
+            )
+            if note not in assumptions:
+                assumptions.append(note)
 
 
 def _call(
