@@ -17,7 +17,7 @@ Schema-version policy (``SCHEMA_VERSION``, written into every report):
 * Refusing values no correct writer ever produced (negative counts, NaN or infinite times)
   is a fix, not a schema change: no bump. Such a report was already wrong.
 * A new on-disk encoding of the same fields is a breaking change for older readers: bump.
-  Version 2 is the compact form (``report_codec``: defaults left out, analysis layers stored
+  Version 2 is the compact form (``report.codec``: defaults left out, analysis layers stored
   column-wise); this version still reads version 1 files (``READABLE_VERSIONS``) and holds
   them in memory as the current version, since the fields did not change.
 
@@ -868,7 +868,7 @@ def load_report(
         return _validate(kind, version, document)  # type: ignore[return-value]
     except ValidationError as error:
         raise ValueError(f"{where}: invalid {kind} report at {_first_error(error)}") from None
-    except ValueError as error:  # report_codec.LayoutError: columns that do not fit together
+    except ValueError as error:  # codec.LayoutError: columns that do not fit together
         raise ValueError(f"{where}: invalid {kind} report at {error}") from None
     except RecursionError:
         raise ValueError(f"{where}: invalid {kind} report: nested too deeply") from None
@@ -876,7 +876,7 @@ def load_report(
 
 def _validate(kind: str, version: int, document: dict[str, Any]) -> _Report:
     """The report of a document: compact analysis layers decoded fast, the rest by pydantic."""
-    from .report_codec import load_compact_analysis, share_metric_maps
+    from .codec import load_compact_analysis, share_metric_maps
 
     share_metric_maps(kind, document)
     if version >= 2 and kind == "analysis" and isinstance(document.get("layers"), dict):
@@ -1025,8 +1025,8 @@ def check_output_path(
 
 
 def report_text(report: _Report) -> str:
-    """The compact JSON text of a report (``report_codec``), as :func:`save_report` writes it."""
-    from .report_codec import dump_text, encode_report
+    """The compact JSON text of a report (``report.codec``), as :func:`save_report` writes it."""
+    from .codec import dump_text, encode_report
 
     return dump_text(encode_report(report, SCHEMA_VERSION))
 

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .report import (
+from .models import (
     AnalysisReport,
     LayerMetrics,
     LayerOperatorFlops,
@@ -109,7 +109,7 @@ def uncovered_fields() -> set[str]:
 
 if uncovered_fields():  # a new LayerRecord field needs its column here: fail at import, loudly
     raise RuntimeError(
-        f"report_codec has no column for LayerRecord fields {sorted(uncovered_fields())}; "
+        f"report.codec has no column for LayerRecord fields {sorted(uncovered_fields())}; "
         "add each to SCALAR_COLUMNS or TABLE_COLUMNS"
     )
 
