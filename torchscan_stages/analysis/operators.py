@@ -36,7 +36,6 @@ from torch.utils.flop_counter import flop_registry as _torch_flop_registry
 from torch.utils.flop_counter import shape_wrapper as _torch_shape_wrapper
 
 from .._gc import gc_paused
-from ..measure.lazy import lazy_output_diagnostic
 from ..provenance import build_provenance
 from ..report import (
     SCHEMA_VERSION,
@@ -48,6 +47,7 @@ from ..report import (
     OperatorCount,
     trusted_construct,
 )
+from ..workloads import lazy_output_diagnostic
 from ._walk import named_modules
 from .model_forms import tensor_data_kind, without_data_diagnostics
 from .operator_formulas import CONVENTIONS, FORMULAS, IGNORED, PRODUCT_SHARE, Flops, RawFormula
