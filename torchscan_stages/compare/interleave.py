@@ -28,7 +28,7 @@ import numpy as np
 from ..measure.host import BlockTrace
 from ..measure.latency import calibrate_block, probe_for, probed_block, timer_resolution
 from ..measure.latency_options import LatencyOptions
-from ..measure.stats import quantile
+from ..stats import quantile
 from ..workloads import Workload
 
 LOCATION_LEVEL = 0.1

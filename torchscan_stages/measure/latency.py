@@ -57,6 +57,7 @@ from ..report import (
     LatencyStats,
     MetricResult,
 )
+from ..stats import median_precision, relative_iqr, summarize
 from ..workloads import Workload, lazy_output_diagnostic
 from .host import BlockTrace, HostMonitor, classify_blocks, host_diagnostics, process_probe
 from .latency_options import (
@@ -67,7 +68,6 @@ from .latency_options import (
     Probe,
     validate_work,
 )
-from .stats import median_precision, relative_iqr, summarize
 from .work_probe import WorkProbe
 
 Progress = Callable[[str], None]
