@@ -35,9 +35,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry as _torch_flop_registry
 from torch.utils.flop_counter import shape_wrapper as _torch_shape_wrapper
 
-from .._gc import gc_paused
-from ..provenance import build_provenance
-from ..report import (
+from ..._gc import gc_paused
+from ...provenance import build_provenance
+from ...report import (
     SCHEMA_VERSION,
     Diagnostic,
     FlopReport,
@@ -47,10 +47,10 @@ from ..report import (
     OperatorCount,
     trusted_construct,
 )
-from ..workloads import lazy_output_diagnostic
-from ._walk import named_modules
-from .model_forms import tensor_data_kind, without_data_diagnostics
-from .operator_formulas import CONVENTIONS, FORMULAS, IGNORED, PRODUCT_SHARE, Flops, RawFormula
+from ...workloads import lazy_output_diagnostic
+from .._walk import named_modules
+from ..model_forms import tensor_data_kind, without_data_diagnostics
+from ..operator_formulas import CONVENTIONS, FORMULAS, IGNORED, PRODUCT_SHARE, Flops, RawFormula
 
 __all__ = [
     "Flops",
