@@ -49,3 +49,14 @@ def test_the_workload_alias_is_defined_once() -> None:
         if "Workload" in _assigned_names(ast.parse(path.read_text(encoding="utf-8")))
     ]
     assert definitions == ["torchscan_stages/workloads.py"]
+
+
+def test_resolve_device_is_defined_once() -> None:
+    definitions = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.name == "resolve_device"
+    ]
+    assert [d.split(":")[0] for d in definitions] == ["torchscan_stages/devices.py"]
