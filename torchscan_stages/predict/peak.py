@@ -15,8 +15,8 @@ from typing import Any
 
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from ..measure.lazy import lazy_output_diagnostic
 from ..report import Diagnostic, PredictionReport
+from ..workloads import lazy_output_diagnostic
 from .allocator import AllocatorModel, allocator_model
 from .assemble import build_report
 from .modules import QualifiedModuleStack

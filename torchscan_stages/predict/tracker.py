@@ -67,7 +67,7 @@ class PeakTracker(TorchDispatchMode):
         self.allocator = allocator
         self.residents = residents
         self.ownership = ownership
-        self._modules = modules  # operators._ModuleStack: current() and _names
+        self._modules = modules  # operators.ModuleStack: current() and _names
         self._names = names  # callable: module -> dotted name
         self.current = 0
         self.peak = 0
