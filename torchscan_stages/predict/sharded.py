@@ -59,7 +59,6 @@ FSDP_COLLECTIVES = frozenset(
         "_c10d_functional.wait_tensor.default",
     }
 )
-_ORIGINAL_RESIZE = torch.UntypedStorage.resize_
 
 
 class ShardedOwnership(Ownership):
@@ -160,9 +159,10 @@ class ShardedTracker(PeakTracker):
         self._entry_fake = active_fake_mode()
         tracker = self
         propagate = ShardingPropagator._propagate_tensor_meta_non_cached
+        resize = torch.UntypedStorage.resize_
 
         def resize_(storage: torch.UntypedStorage, size: int) -> Any:
-            out = _ORIGINAL_RESIZE(storage, size)
+            out = resize(storage, size)
             tracker.resized(storage)
             return out
 
@@ -178,7 +178,7 @@ class ShardedTracker(PeakTracker):
                 tracker._propagating -= 1
 
         self._restore = [
-            (torch.UntypedStorage, "resize_", _ORIGINAL_RESIZE),
+            (torch.UntypedStorage, "resize_", resize),
             (ShardingPropagator, "_propagate_tensor_meta_non_cached", propagate),
         ]
         torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign,assignment]
