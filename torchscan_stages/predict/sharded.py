@@ -344,6 +344,9 @@ def predict_sharded_peak_memory(
         fits=_fits(peak, capacity_bytes),
         diagnostics=diagnostics,
         provenance=build_provenance(),
+        world_size=world_size,
+        rank=rank,
+        sharding="fsdp2",
     )
 
 
