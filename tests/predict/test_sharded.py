@@ -149,3 +149,30 @@ def test_measured_gloo_world_of_one_equals_the_prediction(tmp_path: Any) -> None
     # literals, which the measured tracker cannot see (docs/prediction.md): all else is equal
     assert predicted.phase_at_peak == "optimizer_step"
     assert predicted.peak.value - cpu.value == 4 * tensors
+
+
+def test_cpu_offload_is_flagged_not_complete() -> None:
+    from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
+
+    def step(mesh: Any) -> None:
+        with torch.device("meta"):
+            model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 4))
+        fully_shard(model, mesh=mesh, offload_policy=CPUOffloadPolicy(pin_memory=False))
+        model.to_empty(device="cpu")
+        model(torch.randn(2, 64)).sum().backward()
+
+    report = predict_sharded_peak_memory(step, world_size=2, device="cpu")
+    assert report.peak.status == "partial"
+    assert any("CPUOffloadPolicy" in d.message for d in report.diagnostics)
+
+
+def test_ddp_wrapper_is_flagged_by_the_single_device_predictor() -> None:
+    from torchscan_stages.predict.parallelism import ParallelSeen, unmodelled
+
+    class DistributedDataParallel(torch.nn.Module):  # the name torch's DDP goes by
+        pass
+
+    seen = ParallelSeen()
+    seen.note_object(DistributedDataParallel())
+    [found] = unmodelled(seen, predictor="p")
+    assert found.code == "unmodelled_parallelism" and "DistributedDataParallel" in found.message

@@ -23,6 +23,11 @@ COLLECTIVE_NAMESPACES = frozenset(
 # packages whose modules or optimizers shard, partition or pipeline a model themselves
 PARALLEL_PACKAGES = frozenset({"deepspeed", "megatron", "fairscale", "colossalai", "torchgpipe"})
 UNMODELLED = "unmodelled_parallelism"
+# wrappers in torch itself whose memory no predictor here models: DDP's gradient buckets,
+# FSDP1's flat parameters, pipeline stages
+UNMODELLED_CLASSES = frozenset(
+    {"DistributedDataParallel", "FullyShardedDataParallel", "PipelineStage", "_PipelineStage"}
+)
 # subclasses a prediction sees without any parallelism: fake tensors and parameters
 _PLAIN_TYPES = frozenset({"Tensor", "FakeTensor", "Parameter", "FunctionalTensor"})
 
@@ -47,9 +52,10 @@ class ParallelSeen:
                 self.subclasses[name] = self.subclasses.get(name, 0) + 1
 
     def note_object(self, obj: object) -> None:
-        """Record a module or optimizer whose class comes from a parallel-training package."""
+        """Record a module or optimizer from a parallel-training package, or a torch wrapper
+        (DDP, FSDP1, pipeline stage) whose memory is not modelled."""
         root = type(obj).__module__.split(".", 1)[0]
-        if root in PARALLEL_PACKAGES:
+        if root in PARALLEL_PACKAGES or type(obj).__name__ in UNMODELLED_CLASSES:
             self.foreign_classes.add(f"{type(obj).__module__}.{type(obj).__qualname__}")
 
 
@@ -93,8 +99,9 @@ def unmodelled(
             Diagnostic(
                 code=UNMODELLED,
                 metric="peak",
-                message=f"the workload used {name}, from a parallel-training package that "
-                f"partitions or pipelines the model itself; {predictor} does not model it",
+                message=f"the workload used {name}, which replicates, partitions or pipelines "
+                f"the model itself (buckets, flat parameters, stages); {predictor} does not "
+                "model it",
             )
         )
     return found

@@ -72,6 +72,7 @@ class ShardedOwnership(Ownership):
         # a snapshot before the root's first forward does not know its FSDP state yet
         self.dtensor_params: dict[int, str] = {}
         self.managed: set[int] = set()
+        self.offloaded = 0  # FSDP2 parameters with CPUOffloadPolicy: host shards, not modelled
 
     def tag_buffer(self, tensor: torch.Tensor, category: str) -> None:
         key = _key(tensor)
@@ -103,6 +104,8 @@ class ShardedOwnership(Ownership):
         for fsdp_param in self._fsdp_params():
             module = fsdp_param._module_info.module
             sharded = fsdp_param.sharded_param
+            if getattr(fsdp_param, "offload_to_cpu", False) and id(sharded) not in managed:
+                self.offloaded += 1
             managed.add(id(sharded))
             self._put(owned, sharded, "parameters", module)
             self._put(owned, sharded.grad, "gradients", module)
@@ -369,6 +372,18 @@ def _sharding_diagnostics(
         modelled_subclasses=frozenset({"DTensor"}),
         predictor="predict_sharded_peak_memory (FSDP2 on a 1-D mesh)",
     )
+    if ownership.offloaded:
+        found.append(
+            Diagnostic(
+                code=UNMODELLED,
+                metric="peak",
+                count=ownership.offloaded,
+                message=f"{ownership.offloaded} parameter(s) use FSDP2's CPUOffloadPolicy: their "
+                "shards, gradients and optimizer state live in host memory and are copied in "
+                "and out each step; that split is not modelled, so the per-rank figures count "
+                "them on the device",
+            )
+        )
     unmanaged = ownership.unmanaged_dtensors()
     if unmanaged:
         listed = ", ".join(unmanaged[:5])
