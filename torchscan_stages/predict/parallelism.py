@@ -28,8 +28,6 @@ UNMODELLED = "unmodelled_parallelism"
 UNMODELLED_CLASSES = frozenset(
     {"DistributedDataParallel", "FullyShardedDataParallel", "PipelineStage", "_PipelineStage"}
 )
-# subclasses a prediction sees without any parallelism: fake tensors and parameters
-_PLAIN_TYPES = frozenset({"Tensor", "FakeTensor", "Parameter", "FunctionalTensor"})
 
 
 @dataclass(slots=True)
@@ -41,14 +39,17 @@ class ParallelSeen:
     foreign_classes: set[str] = field(default_factory=set)
 
     def note(self, func: Any, types: Iterable[type]) -> None:
-        """Record one dispatched operator: a collective by name, a tensor subclass by type."""
+        """Record one dispatched operator: a collective by name, a distributed subclass by type."""
         namespace = getattr(func, "namespace", None)
         if namespace in COLLECTIVE_NAMESPACES:
             name = str(func)
             self.collectives[name] = self.collectives.get(name, 0) + 1
         for kind in types:
-            name = getattr(kind, "__name__", str(kind))
-            if name not in _PLAIN_TYPES:
+            # distributed tensor subclasses only (DTensor, its kin in torch.distributed):
+            # other subclasses (quantized, nested) are not a parallelism
+            module = getattr(kind, "__module__", "") or ""
+            if module.startswith("torch.distributed"):
+                name = getattr(kind, "__name__", str(kind))
                 self.subclasses[name] = self.subclasses.get(name, 0) + 1
 
     def note_object(self, obj: object) -> None:
