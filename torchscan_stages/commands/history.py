@@ -55,7 +55,8 @@ def _bisect(args: argparse.Namespace) -> int:
         return _fail("--bisect needs --metric NAME (STAGE/NAME or a flat metric name)")
     effect = DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect
     try:
-        result = bisect_step(args.repo, *args.bisect, args.metric, min_effect=effect)
+        good, bad = args.bisect
+        result = bisect_step(args.repo, good, bad, args.metric, min_effect=effect)
     except BisectError as error:
         return _fail(str(error), EXIT_GATE)
     for probe in result.probes:
