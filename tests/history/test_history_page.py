@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html as html_lib
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -60,11 +61,11 @@ def document(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             files["src.py"] = "x = 2\n"  # changed, not measured: stale
         commits.append(files)
     fast_repo(repo, commits)
-    import subprocess
-
-    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", EVIL], cwd=repo, check=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@l", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@l", "PATH": "/usr/bin:/bin"})  # fmt: skip
+    who = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@l", "GIT_COMMITTER_NAME": "t"}
+    env = {**who, "GIT_COMMITTER_EMAIL": "t@l", "PATH": "/usr/bin:/bin"}
+    subprocess.run(
+        ["git", "commit", "-q", "--allow-empty", "-m", EVIL], cwd=repo, check=True, env=env
+    )
     history = read_history(repo)
     return history_document(history, detect_steps(history), {"limit": 200})
 
