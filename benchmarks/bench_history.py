@@ -30,8 +30,8 @@ BUDGET_S = 10.0
 
 def _commit(i: int) -> dict[str, str]:
     level = 1.0 + (i // 10) * 0.01  # a new value every 10th commit
-    crawl = {name: int(1000 * level * (k + 1)) for k, name in enumerate(
-        ("parameters", "parameter_bytes", "module_flops", "macs", "dmas", "operator_flops"))}  # fmt: skip
+    names = ("parameters", "parameter_bytes", "module_flops", "macs", "dmas", "operator_flops")
+    crawl = {name: int(1000 * level * (k + 1)) for k, name in enumerate(names)}
     return {
         "src.py": f"x = {i // 10}\n",
         "dvc.lock": lock(f"x = {i // 10}\n"),
@@ -41,7 +41,7 @@ def _commit(i: int) -> dict[str, str]:
                 "throughput_per_s": 800 / level,
                 "warmed_iqr_s": 0.0002,
             }
-        ),  # fmt: skip
+        ),
         "metrics/memory.json": json.dumps({"peak_cpu_tracked_tensors_bytes": int(4096 * level)}),
         "metrics/crawl.json": json.dumps(crawl),
     }
@@ -56,11 +56,12 @@ def main(argv: list[str] | None = None) -> int:
         fast_repo(repo, [_commit(i) for i in range(args.commits)])
         load_before = os.getloadavg()
         started = time.perf_counter()
+        outputs = ["--json", str(Path(scratch) / "h.json"), "--html", str(Path(scratch) / "h.html")]
+        command = [sys.executable, "-m", "torchscan_stages", "history", "--repo", str(repo)]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
         done = subprocess.run(
-            [sys.executable, "-m", "torchscan_stages", "history", "--repo", str(repo),
-             "--limit", str(args.commits), "--json", str(Path(scratch) / "h.json"),
-             "--html", str(Path(scratch) / "h.html")],
-            capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            [*command, "--limit", str(args.commits), *outputs],
+            capture_output=True, text=True, check=False, env=env,
         )  # fmt: skip
         wall = time.perf_counter() - started
     result = {
