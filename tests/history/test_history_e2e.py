@@ -127,6 +127,35 @@ def test_bisect_names_the_planted_commit(
     assert result.verdict == "found" and result.commit == shas[12], result.reason
     assert [(p.commit, p.source) for p in result.probes] == [(shas[12], "measured")]
     assert result.probes[0].ratio_vs_good == pytest.approx(9984 / 8320)
+    again = bisect_step(repo, shas[11], shas[14], MEMORY)  # nothing is measured twice
+    assert again.commit == shas[12] and again.probes[0].source == "saved"
     # GOOD and BAD the same: nothing to separate, and no commit blamed
     flat = bisect_step(repo, shas[15], shas[18], MEMORY)
     assert flat.verdict == "inconclusive" and flat.commit is None
+
+
+def _doc_blocks(marker: str) -> list[str]:
+    text = (planted.ROOT / "docs" / "history.md").read_text(encoding="utf-8")
+    parts = text.split(f"<!-- docs-test: run in {marker} -->\n```bash\n")[1:]
+    return [part.split("```", 1)[0] for part in parts]
+
+
+def test_ci_recipes_run_on_a_clone(built: tuple[Path, list[str]], tmp_path: Path) -> None:
+    repo, shas = built
+    scheduled, gate = _doc_blocks("test_ci_recipes_run_on_a_clone")
+    clone = tmp_path / "ci"
+    planted.sh(tmp_path, "git", "clone", "-q", str(repo), str(clone))
+    # the generated repository's cache stands in for the DVC remote (the same layout)
+    planted.sh(clone, "dvc", "remote", "add", "--local", "-d", "ci", str(repo / ".dvc" / "cache"))
+    run = subprocess.run(["bash", "-c", scheduled], cwd=clone, env=planted.child_env(),
+                         capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Running stage 'crawl'" not in run.stdout  # pulled: nothing is measured again
+    assert (clone / "history.html").read_text().startswith("<!DOCTYPE html>")
+    pushed = planted.sh(repo, "git", "rev-parse", "results").strip()
+    assert planted.sh(repo, "git", "rev-parse", f"{pushed}^2").strip() == shas[-1] or (
+        pushed == shas[-1]  # nothing new to commit: results is main's head itself
+    )
+    done = subprocess.run(["bash", "-c", gate], cwd=clone, env=planted.child_env(),
+                          capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+    assert done.returncode == 1 and "gate: " in done.stderr, done.stdout + done.stderr

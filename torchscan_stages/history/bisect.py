@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compare.benchmarks import DEFAULT_MIN_EFFECT, compare_benchmarks
-from ..report import BenchmarkReport, load_report
+from ..report import BenchmarkReport, load_report, save_report
 from .cache import ReportCache, cache_dir, metric_result
 from .gitread import GitError, ObjectReader, commits_between, resolve
 from .lockfile import checkable_deps, parse_lock, stale_deps
@@ -34,7 +34,7 @@ CHANGED = {"slower", "faster", "increased", "decreased"}
 @dataclass(slots=True)
 class Probe:
     commit: str
-    source: str  # "cache" or "measured"
+    source: str  # "cache" (dvc.lock's report), "saved" (an earlier probe) or "measured"
     vs_good: str  # verdict of GOOD -> this commit
     vs_bad: str  # verdict of this commit -> BAD
     ratio_vs_good: float | None = None
@@ -116,8 +116,14 @@ def cached_report(repo: Path, commit: str, stage: str, cache: ReportCache) -> An
     return cache.report(lock.outs.get(f"reports/{stage}.json"))
 
 
+def saved_probe(repo: Path, commit: str, stage: str) -> Path:
+    """Where a measured probe's report is kept (``.dvc/tmp`` is ignored by git and DVC)."""
+    return repo / ".dvc" / "tmp" / "history-bisect" / f"{commit}-{stage}.json"
+
+
 def worktree_measure(repo: Path, stage: str, env: dict[str, str] | None = None) -> Measure:
-    """Run ``dvc repro STAGE`` in a temporary worktree of each commit, DVC cache shared."""
+    """Run ``dvc repro STAGE`` in a temporary worktree of each commit, DVC cache shared;
+    the report is kept (:func:`saved_probe`) so that it is never measured again."""
     shared = str(cache_dir(repo))
 
     def run(cmd: list[str], cwd: Path) -> None:
@@ -133,7 +139,9 @@ def worktree_measure(repo: Path, stage: str, env: dict[str, str] | None = None) 
         try:
             run(["dvc", "cache", "dir", "--local", shared], tree)
             run(["dvc", "repro", stage], tree)
-            return load_report(tree / "reports" / f"{stage}.json")
+            report = load_report(tree / "reports" / f"{stage}.json")
+            save_report(report, saved_probe(repo, commit, stage))
+            return report
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=repo,
                            capture_output=True, check=False)  # fmt: skip
@@ -167,8 +175,11 @@ def bisect_step(
 
     def report_at(sha: str) -> Any:
         if sha not in reports:
-            found = cached_report(root, sha, stage, cache)
-            reports[sha] = (found, "cache") if found is not None else (run(sha), "measured")
+            found, source = cached_report(root, sha, stage, cache), "cache"
+            kept = saved_probe(root, sha, stage)
+            if found is None and measure is None and kept.is_file():
+                found, source = load_report(kept), "saved"
+            reports[sha] = (found, source) if found is not None else (run(sha), "measured")
         return reports[sha][0]
 
     direction, ratio = verdict(report_at(good_sha), report_at(bad_sha), name, min_effect)
