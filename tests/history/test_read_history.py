@@ -160,3 +160,29 @@ def test_git_is_asked_a_fixed_number_of_times(
     # log; then names + contents of the metrics trees, of the files, of the dependencies
     assert len(calls) == count_few == 7
     assert all(c[:2] in (["git", "log"], ["git", "cat-file"]) for c in calls)
+
+
+def test_commits_before_the_first_measurement_join_the_first_segment(tmp_path: Path) -> None:
+    # two commits without metrics, then four measured ones: one segment, no break
+    bare = {"src.py": SRC}
+    fast_repo(tmp_path, [bare, bare] + [_commit(i, 0.010) for i in range(2, 6)])
+    for series in read_history(tmp_path).series:
+        assert [(g.start, g.stop) for g in series.segments] == [(0, 6)]
+        assert series.segments[0].key["env"] == md5("env-a")[:12]
+
+
+def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from torchscan_stages.commands.history import main
+
+    assert main(["--repo", str(tmp_path)]) == 2  # not a git repository
+    assert "history: error: `git log" in capsys.readouterr().err
+    fast_repo(tmp_path, [_commit(i, 0.010 if i < 6 else 0.013) for i in range(12)])
+    assert main(["--repo", str(tmp_path), "--limit", "0"]) == 2
+    assert main(["--repo", str(tmp_path), "--bisect", "HEAD~3", "HEAD"]) == 2  # no --metric
+    assert main(["--repo", str(tmp_path), "--json", str(tmp_path)]) == 2  # a directory
+    capsys.readouterr()
+    assert main(["--repo", str(tmp_path)]) == 0  # steps are only reported
+    out = capsys.readouterr().out
+    assert "latency/warmed_median_s: increased x1.3" in out and "in " in out
+    assert main(["--repo", str(tmp_path), "--min-effect", "0.1"]) == 1  # x1.3 beyond 10%
+    assert "gate: 2 confident step(s)" in capsys.readouterr().err

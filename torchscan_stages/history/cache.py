@@ -46,6 +46,10 @@ class ReportCache:
                 return candidate
         return None
 
+    def loaded(self) -> int:
+        """How many distinct reports were read."""
+        return sum(1 for report in self._loaded.values() if report is not None)
+
     def report(self, md5: str | None) -> Any:
         if not md5:
             return None
@@ -58,6 +62,7 @@ class ReportCache:
         return self._loaded[md5]
 
 
+INTERVAL_METRICS = frozenset({"warmed_median_s", "throughput_per_s"})
 _LATENCY = {
     "warmed_median_s": "warmed",
     "first_call_s": "first_call",
@@ -123,6 +128,7 @@ def reason(report: Any, name: str) -> str | None:
 
 
 __all__ = [
+    "INTERVAL_METRICS",
     "ReportCache",
     "cache_dir",
     "median_interval",

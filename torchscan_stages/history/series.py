@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..report import Status
-from .cache import ReportCache, metric_result, reason, report_interval
+from .cache import INTERVAL_METRICS, ReportCache, metric_result, reason, report_interval
 from .gitread import DEFAULT_LIMIT, Commit, ObjectReader, list_commits
 from .lockfile import StageLock, checkable_deps, parse_lock, stale_deps
 
@@ -155,16 +155,20 @@ def _point(
     lock = held.locks.get(stage) or held.locks[""]
     point = Point(commit=c.sha, index=index, status="unavailable", key=lock.key)
     flat = held.metrics.get(stem)
-    if flat is None:
-        point.note = f"no {METRICS_DIR}/{stem}.json at this commit"
+    if flat is None:  # nothing measured here: no key, so no segment of its own
+        point.note, point.key = f"no {METRICS_DIR}/{stem}.json at this commit", None
         return point
     if held.stale.get(stage):
         changed = ", ".join(held.stale[stage])
         point.note = f"not measured at this commit: dvc.lock's {changed} is not this commit's"
         return point
-    report = cache.report(lock.outs.get(f"reports/{stage}.json")) if cache is not None else None
+    md5 = lock.outs.get(f"reports/{stage}.json")
     if name in flat:
         point.status, point.value = "complete", flat[name]
+        # only a timing's report adds to a complete value (its interval): a large crawl
+        # report is never loaded for a number the flat metrics already hold
+        wanted = cache is not None and name in INTERVAL_METRICS
+        report = cache.report(md5) if wanted and cache is not None else None
         bounds = report_interval(report, name, flat[name]) if report is not None else None
         if bounds is not None:
             point.low, point.high = bounds
@@ -174,6 +178,7 @@ def _point(
             point.low, point.high = flat[name] - half, flat[name] + half
             point.interval = "median +- IQR/2 of the blocks (flat metrics; no block count)"
         return point
+    report = cache.report(md5) if cache is not None else None
     result = metric_result(report, name) if report is not None else None
     if result is None:
         why = "the report is not in the DVC cache" if report is None else "the report lacks it"
@@ -186,19 +191,20 @@ def _point(
 
 
 def _segments(points: list[Point]) -> list[Segment]:
-    """Runs of one comparability key; a point without a lock joins the run it is in."""
+    """Runs of one comparability key; a point without a key (nothing measured at its
+    commit) joins the run it is in, and a leading run of those takes the first key."""
     segments: list[Segment] = []
     current: tuple[tuple[str, str], ...] | None = None
     for i, point in enumerate(points):
         key = point.key
-        if segments and (key is None or key == current):
+        if segments and (key is None or current is None or key == current):
             segments[-1].stop = i + 1
+            if current is None and key is not None:
+                segments[-1].key, current = dict(key), key
             continue
-        change = []
-        if current is not None and key is not None:
-            old = dict(current)
-            change = [f"{k}: {old.get(k)} -> {v}" for k, v in key if old.get(k) != v]
-        segments.append(Segment(i, i + 1, dict(key or ()), change))
+        old = dict(current or ())
+        change = [f"{k}: {old.get(k)} -> {v}" for k, v in key or () if old.get(k) != v]
+        segments.append(Segment(i, i + 1, dict(key or ()), change if current else []))
         current = key
     return segments
 
@@ -233,7 +239,7 @@ def read_history(
         entry = Series(f"{stem}/{name}", stem, name, unit_of(name), points)
         entry.segments = _segments(points)
         series.append(entry)
-    loaded = len([r for r in (cache._loaded.values() if cache else []) if r is not None])
+    loaded = cache.loaded() if cache is not None else 0
     return History(str(root), rev_range or "HEAD", commits, series, loaded)
 
 
