@@ -129,6 +129,11 @@ def test_bisect_names_the_planted_commit(
     assert result.probes[0].ratio_vs_good == pytest.approx(9984 / 8320)
     again = bisect_step(repo, shas[11], shas[14], MEMORY)  # nothing is measured twice
     assert again.commit == shas[12] and again.probes[0].source == "saved"
+    # the command, with a bare metric name (found in metrics/memory.json at BAD)
+    named = _cli(repo, "--bisect", shas[11], shas[14], "--metric", "peak_cpu_tracked_tensors_bytes")
+    assert named.returncode == 0 and f"commit {shas[12]}" in named.stdout, named.stderr
+    unclear = _cli(repo, "--bisect", shas[15], shas[18], "--metric", MEMORY)
+    assert unclear.returncode == 3 and "inconclusive" in unclear.stdout, unclear.stderr
     # GOOD and BAD the same: nothing to separate, and no commit blamed
     flat = bisect_step(repo, shas[15], shas[18], MEMORY)
     assert flat.verdict == "inconclusive" and flat.commit is None
