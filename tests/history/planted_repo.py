@@ -14,8 +14,8 @@ after a ``dvc repro`` that ran nothing. Planted (``PLAN``), with the arithmetic 
   FLOPs partial, so absent from the flat metrics), commit 20 undoes it;
 * commit 25: the environment changes (the package version in the fingerprint).
 
-Six ``dvc repro`` runs in all (commits 0, 6, 14, 19, 20, 25): about 2-3 minutes on an idle
-2-core machine, far more on a loaded one.
+Six ``dvc repro`` runs in all (commits 0, 6, 14, 19, 20, 25): 5-9 minutes measured on the
+shared 2-core machine under load averages of 15-20.
 """
 
 from __future__ import annotations
