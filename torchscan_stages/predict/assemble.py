@@ -6,6 +6,7 @@ from ..provenance import build_provenance
 from ..report import Diagnostic, MetricResult, PredictionReport
 from .allocator import AllocatorModel
 from .ownership import CATEGORIES
+from .parallelism import UNMODELLED
 from .resident import RESIDENT_CATEGORIES, Residents
 from .tracker import PeakSnapshot, PeakTracker
 
@@ -48,7 +49,7 @@ def _work_diagnostics(tracker: PeakTracker) -> list[Diagnostic]:
     return []
 
 
-def _diagnostics_of(tracker: PeakTracker, allocator: AllocatorModel) -> list[Diagnostic]:
+def diagnostics_of(tracker: PeakTracker, allocator: AllocatorModel) -> list[Diagnostic]:
     found: list[Diagnostic] = [
         Diagnostic(
             code="untracked_tensor",
@@ -156,8 +157,8 @@ def build_report(
     name: str | None,
 ) -> PredictionReport:
     """Every figure of one fake run, with the diagnostics that qualify it."""
-    diagnostics = diagnostics + _diagnostics_of(tracker, allocator)
-    partial_codes = ("untracked_tensor", "fake_kernel_divergence")
+    diagnostics = diagnostics + diagnostics_of(tracker, allocator)
+    partial_codes = ("untracked_tensor", "fake_kernel_divergence", UNMODELLED)
     complete = not any(d.severity == "error" or d.code in partial_codes for d in diagnostics)
     scope = allocator.scope
     if tracker.peak == 0 and not complete:
@@ -194,12 +195,12 @@ def build_report(
         headline=headline,
         assumptions=list(tracker.assumptions),
         capacity_bytes=capacity_bytes,
-        fits=_fits(headline_result, int(resident.known_value or 0), capacity_bytes),
+        fits=fits(headline_result, int(resident.known_value or 0), capacity_bytes),
         diagnostics=diagnostics,
     )
 
 
-def _fits(peak: MetricResult, resident: int, capacity: int | None) -> bool | None:
+def fits(peak: MetricResult, resident: int, capacity: int | None) -> bool | None:
     """Complete: resident + peak <= capacity. A lower bound decides only when it exceeds it."""
     if capacity is None or peak.known_value is None:
         return None
@@ -209,4 +210,12 @@ def _fits(peak: MetricResult, resident: int, capacity: int | None) -> bool | Non
     return False if need > capacity else None
 
 
-__all__ = ["METHOD", "PHASES", "RESIDENT_CATEGORIES", "build_report"]
+__all__ = [
+    "METHOD",
+    "PHASES",
+    "RESIDENT_CATEGORIES",
+    "_result",
+    "build_report",
+    "diagnostics_of",
+    "fits",
+]

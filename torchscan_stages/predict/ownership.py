@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from .parallelism import ParallelSeen
+
 CATEGORIES = (
     "parameters",
     "buffers",
@@ -39,19 +41,17 @@ class Owned:
 def _key(tensor: Any) -> int | None:
     if not isinstance(tensor, torch.Tensor):
         return None
+    local = getattr(tensor, "_local_tensor", None)  # a DTensor: its memory is the local shard
+    if isinstance(local, torch.Tensor):
+        tensor = local
     try:
         return id(tensor.untyped_storage())
     except (RuntimeError, NotImplementedError, TypeError):
         return None
 
 
-Assign = Callable[[int, str, Any, bool], None]  # (storage key, category, owner, master)
-
-
 class Ownership:
-    """Collects modules and optimizers seen during the workload and tells the tracker, as it
-    happens, which storage took which role (parameter, buffer, gradient, optimizer state):
-    each event costs only the tensors it concerns, so the cost of a run stays linear."""
+    """Collects modules and optimizers seen during the workload; classifies on demand."""
 
     def __init__(self) -> None:
         self._modules: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
@@ -61,86 +61,37 @@ class Ownership:
         self.on_step_begin: Callable[[torch.optim.Optimizer], None] | None = None
         self.on_step_end: Callable[[torch.optim.Optimizer], None] | None = None
         self.name_of: Callable[[torch.nn.Module], str] | None = None
-        self.assign: Assign | None = None  # set by the tracker
-        self._named: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
-        # id(parameter) -> (parameter, owning module), both weak: tensors cannot be weak
-        # keys (their == is elementwise)
-        self._params: dict[int, tuple[weakref.ref[torch.Tensor], weakref.ref[torch.nn.Module]]] = {}
+        # storage key -> (category, owner name): remembered when a module registers or runs,
+        # so a model the workload drops right after the peak is still classified (its
+        # storages die after the module itself); the tracker forgets a key when it is freed
+        self.labels: dict[int, tuple[str, str]] = {}
+        self.parallel = ParallelSeen()  # collectives, subclasses, parallel-package classes
 
-    def _owner(self, param: Any) -> torch.nn.Module | None:
-        known = self._params.get(id(param))
-        if known is None or known[0]() is not param:
-            return None
-        return known[1]()
+    def _label(self, module: torch.nn.Module, name: str) -> None:
+        for tensors, category in ((module._parameters, "parameters"), (module._buffers, "buffers")):
+            for tensor in tensors.values():
+                key = _key(tensor)
+                if key is not None:
+                    self.labels[key] = (category, name)
 
-    def _role(self, tensor: Any, category: str, owner: Any, master: bool = False) -> None:
-        key = _key(tensor)
-        if key is not None and self.assign is not None:
-            self.assign(key, category, owner, master)
-
-    def _adopt(self, module: torch.nn.Module, name: str, tensor: Any, category: str) -> None:
-        """A parameter or buffer of ``module``: its role now, its gradient when it is ready."""
-        if not isinstance(tensor, torch.Tensor):
-            return
-        self._role(tensor, category, module)
-        if category != "parameters":
-            return
-        if self._owner(tensor) is module:
-            return
-        self._params[id(tensor)] = (weakref.ref(tensor), weakref.ref(module))
-        if tensor.requires_grad and tensor.is_leaf:
-            tensor.register_post_accumulate_grad_hook(self._grad_ready)
-
-    def _grad_ready(self, param: torch.Tensor) -> None:
-        owner = self._owner(param)
-        self._role(param.grad, "gradients", owner if owner is not None else "optimizer")
-
-    def _registered(self, module: torch.nn.Module, name: str, tensor: Any) -> None:
+    def _registered(self, module: torch.nn.Module, *_: Any) -> None:
         self._modules.add(module)
-        is_param = isinstance(tensor, torch.nn.Parameter) or name in module._parameters
-        self._adopt(module, name, tensor, "parameters" if is_param else "buffers")
+        self.parallel.note_object(module)
+        self._label(module, type(module).__name__)
 
     def _module_seen(self, module: torch.nn.Module, *_: Any) -> None:
-        if module in self._named:  # roles (re)taken under its full name once, when it first runs
-            return
-        self._named.add(module)
         self._modules.add(module)
-        for name, param in module._parameters.items():
-            self._adopt(module, name, param, "parameters")
-        for name, buffer in module._buffers.items():
-            self._adopt(module, name, buffer, "buffers")
-
-    def _grads_of(self, optimizer: torch.optim.Optimizer) -> None:
-        """Gradients set by hand (``master.grad = ...``) and master weights no module owns."""
-        for group in optimizer.param_groups:
-            for param in group["params"]:
-                owner = self._owner(param)
-                if owner is None:
-                    self._role(param, "optimizer_state", "optimizer", True)
-                self._role(param.grad, "gradients", owner if owner is not None else "optimizer")
-
-    def scan_gradients(self) -> None:
-        """Every known parameter's current ``.grad`` (at the end of a run: safe to read)."""
-        for module in list(self._modules):
-            for param in module._parameters.values():
-                if param is not None:
-                    self._role(param.grad, "gradients", module)
-        for optimizer in list(self._optimizers):
-            self._grads_of(optimizer)
+        self._label(module, self.name_of(module) if self.name_of else type(module).__name__)
 
     def _step_pre(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
         self._optimizers.add(optimizer)
+        self.parallel.note_object(optimizer)
         self.in_step += 1
-        if self.in_step == 1:
-            self._grads_of(optimizer)
         if self.in_step == 1 and self.on_step_begin is not None:
             self.on_step_begin(optimizer)
 
     def _step_post(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
         self.in_step = max(self.in_step - 1, 0)
-        for state in optimizer.state.values():
-            for tensor in state.values():
-                self._role(tensor, "optimizer_state", "optimizer")
         if self.on_step_end is not None:
             self.on_step_end(optimizer)
 
@@ -165,6 +116,7 @@ class Ownership:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        self.labels.clear()
         self.in_step = 0
 
     def grad_owners(self) -> dict[int, Any]:
@@ -192,15 +144,22 @@ class Ownership:
                         owners.setdefault(key, "optimizer")
         return owners
 
-    def snapshot(self, *, host_step_counters: bool, grads: dict[int, Any] | None = None) -> Owned:
+    def snapshot(
+        self,
+        *,
+        host_step_counters: bool,
+        grads: dict[int, Any] | None = None,
+        owned: Owned | None = None,
+    ) -> Owned:
         """Current owners of parameter, buffer, gradient and optimizer-state storages.
 
         ``host_step_counters``: an optimizer's scalar ``step`` tensors live in host memory on
         an accelerator unless the group is ``capturable`` or ``fused``; when the prediction
         models an accelerator from CPU fake tensors they are marked host-only. ``grads``:
         :meth:`grad_owners` read earlier, for a snapshot taken inside a free callback.
+        ``owned``: storages a subclass classified first (FSDP shards); they keep their category.
         """
-        owned = Owned()
+        owned = Owned() if owned is None else owned
         for module in list(self._modules):
             for param in module._parameters.values():
                 self._mark(owned, param, "parameters", module)

@@ -15,12 +15,13 @@ from typing import Any
 
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from ..report import Diagnostic, PredictionReport
+from ..report import Diagnostic, MetricResult, PredictionReport
 from ..workloads import lazy_output_diagnostic
 from .allocator import AllocatorModel, allocator_model
-from .assemble import build_report
+from .assemble import METHOD, PHASES, _result, build_report, diagnostics_of, fits
 from .modules import QualifiedModuleStack
 from .ownership import Ownership
+from .parallelism import unmodelled
 from .resident import Residents, TorchGlobals, reach
 from .stops import FAKE_LIMITS, FakeRunStopped, stop_diagnostic
 from .tracker import PeakSnapshot, PeakTracker
@@ -32,14 +33,21 @@ def _unseen_operator(error: Exception) -> str:
 
 
 def _run(
-    workload: Callable[[], Any], allocator: AllocatorModel
-) -> tuple[PeakTracker, PeakSnapshot, list[Diagnostic], Residents]:
+    workload: Callable[[], Any],
+    allocator: AllocatorModel,
+    *,
+    tracker_type: type[PeakTracker] = PeakTracker,
+    ownership_type: type[Ownership] = Ownership,
+) -> tuple[PeakTracker, PeakSnapshot, list[Diagnostic]]:
+    """Run ``workload`` once under fake tensors; ``tracker_type``/``ownership_type`` let the
+    sharded prediction (predict/sharded.py) follow collectives and DTensor shards. The
+    resident tensors' fake copies are ``tracker.residents``."""
     diagnostics: list[Diagnostic] = []
     modules = QualifiedModuleStack()
-    ownership = Ownership()
+    ownership = ownership_type()
     fake = FakeTensorMode(allow_non_fake_inputs=True)
     residents = Residents(fake, allocator)
-    tracker = PeakTracker(allocator, ownership, modules, modules._name, residents)
+    tracker = tracker_type(allocator, ownership, modules, modules._name, residents)
 
     def settle(optimizer: Any) -> None:
         owned = ownership.snapshot(host_step_counters=tracker.host_counters)
@@ -82,7 +90,7 @@ def _run(
     finally:
         residents.restore()
         saved.restore()
-    return tracker, snapshot, diagnostics, residents
+    return tracker, snapshot, diagnostics
 
 
 def _follow_cuda_defaults(optimizer: Any, assumptions: list[str]) -> None:
@@ -155,7 +163,24 @@ def predict_peak_memory(
     ):
         raise ValueError(f"capacity_bytes must be a positive int of bytes, got {capacity_bytes!r}")
     allocator = allocator_model(str(device))
-    tracker, snapshot, diagnostics, residents = _run(workload, allocator)
-    return build_report(
-        tracker, snapshot, diagnostics, residents, allocator, str(device), capacity_bytes, name
+    tracker, snapshot, diagnostics = _run(workload, allocator)
+    diagnostics += unmodelled(
+        tracker.ownership.parallel, predictor="predict_peak_memory (one device)"
     )
+    assert tracker.residents is not None
+    return build_report(
+        tracker, snapshot, diagnostics, tracker.residents, allocator, str(device),
+        capacity_bytes, name,
+    )  # fmt: skip
+
+
+# the single-device pieces predict/sharded.py builds its per-rank report from
+__all__ = ["METHOD", "PHASES", "_diagnostics_of", "_fits", "_result", "_run", "predict_peak_memory"]
+
+
+def _diagnostics_of(tracker: PeakTracker, allocator: AllocatorModel) -> list[Diagnostic]:
+    return diagnostics_of(tracker, allocator)
+
+
+def _fits(peak: MetricResult, capacity: int | None) -> bool | None:
+    return fits(peak, 0, capacity)

@@ -9,7 +9,6 @@ first free after the last rise, when the live set is still exactly the peak's.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import weakref
 from dataclasses import dataclass, field
@@ -39,9 +38,6 @@ class _Entry:
     nbytes: int  # as the allocator counts it
     phase: str  # forward | backward | optimizer_step | outside
     module: str | None  # innermost module when created
-    created: int = 0  # event number of its creation
-    role: tuple[str, Any, str] | None = None  # (category, owner, owner's name when assigned)
-    master: bool = False
 
 
 @dataclass(slots=True)
@@ -87,12 +83,10 @@ class PeakTracker(TorchDispatchMode):
         self._live: dict[int, _Entry] = {}
         self._seen_before: dict[int, weakref.ref[Any]] = {}
         self._provisional_host: set[int] = set()
-        self._seq = 0  # events (creations and frees) so far
-        self._peak_seq = -1  # the event of the peak
-        self._graveyard: list[_Entry] = []  # freed since the peak, live at it
+        self._pending = False
         self._peak_phase: str | None = None
         self._peak_module: str | None = None
-        ownership.assign = self.assign_role
+        self._grads_at_peak: dict[int, Any] = {}
         self.snapshot = PeakSnapshot()
         self.steady = SteadyState()
         self.assumptions: list[str] = []  # device semantics the prediction took
@@ -110,10 +104,10 @@ class PeakTracker(TorchDispatchMode):
         entry = self._live.get(key)
         if entry is None or entry.ref is not reference:
             return
-        self._seq += 1
-        if entry.created <= self._peak_seq:
-            self._graveyard.append(entry)  # part of the peak's live set
+        if self._pending:
+            self._classify(grads=self._grads_at_peak)
         del self._live[key]
+        self.ownership.labels.pop(key, None)
         self._provisional_host.discard(key)
         self.current -= entry.nbytes
         self.steady.moved(key, -entry.nbytes, self.current)
@@ -164,10 +158,8 @@ class PeakTracker(TorchDispatchMode):
         if entry is not None and entry.ref() is storage:
             if entry.nbytes == nbytes or key in self._provisional_host:
                 return
-            self._seq += 1
-            if entry.created <= self._peak_seq:  # the peak saw the old size: keep it so
-                self._graveyard.append(dataclasses.replace(entry))
-                entry.created = self._seq
+            if nbytes < entry.nbytes and self._pending:
+                self._classify()
             self.current += nbytes - entry.nbytes  # resized in place
             self.steady.moved(key, nbytes - entry.nbytes, self.current)
             entry.nbytes = nbytes
@@ -179,17 +171,17 @@ class PeakTracker(TorchDispatchMode):
                 self._provisional_host.add(key)
                 nbytes = 0
             reference: weakref.ref[Any] = weakref.ref(storage, functools.partial(self._freed, key))
-            self._seq += 1
-            self._live[key] = _Entry(
-                reference, nbytes, phase, self._modules.current(), created=self._seq
-            )
+            self._live[key] = _Entry(reference, nbytes, phase, self._modules.current())
             self.current += nbytes
             self.steady.moved(key, nbytes, self.current)
         if self.current > self.phase_peaks.get(phase, -1):
             self.phase_peaks[phase] = self.current
         if self.current > self.peak:
             self.peak = self.current
-            self._new_peak(phase, self._modules.current())
+            self._pending = True
+            self._peak_phase = phase
+            self._peak_module = self._modules.current()
+            self._grads_at_peak = self.ownership.grad_owners()
 
     def _only_device_from_now(self) -> None:
         """The workload put its first tensor on the predicted device (a CUDA build): from
@@ -205,8 +197,7 @@ class PeakTracker(TorchDispatchMode):
         self._provisional_host.clear()
         self.current = self.peak = 0
         self.phase_peaks.clear()
-        self._peak_seq = -1
-        self._graveyard.clear()
+        self._pending = False
         self.snapshot = PeakSnapshot()
 
     def settle_host_counters(self, owned: Owned) -> list[int]:
@@ -228,13 +219,15 @@ class PeakTracker(TorchDispatchMode):
             self.steady.moved(key, entry.nbytes, self.current)
             readded.append(entry.nbytes)
             if self.current > self.peak:
-                self.peak = self.current
-                self._new_peak("optimizer_step", None)
+                self.peak, self._pending = self.current, True
+                self._grads_at_peak = self.ownership.grad_owners()
+                self._peak_phase, self._peak_module = "optimizer_step", None
         return readded
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         self.operators_seen += 1
+        self.ownership.parallel.note(func, types)
         phase = self._phase()
         if func not in _LIFTS:  # a literal (torch.tensor(0.0)) made real, then lifted to fake
             flat, spec = tree_flatten((args, kwargs))
@@ -266,41 +259,23 @@ class PeakTracker(TorchDispatchMode):
         self.divergent.setdefault(operator, message)
 
     # -------------------------------------------------------------------- classification
-    def _new_peak(self, phase: str, module: str | None) -> None:
-        """The live set now is the peak's: remember when (O(1); classified at the end)."""
-        self._peak_seq = self._seq
-        self._graveyard.clear()  # freed before this peak: not part of it
-        self._peak_phase, self._peak_module = phase, module
+    def _classify(self, grads: dict[int, Any] | None = None) -> None:
+        """Split the live set (== the peak's) by category, owner module and phase.
 
-    def assign_role(self, key: int, category: str, owner: Any, master: bool) -> None:
-        """A live storage took a role (parameter, buffer, gradient, optimizer state)."""
-        entry = self._live.get(key)
-        if entry is None:
-            return
-        if isinstance(owner, torch.nn.Module):
-            peek = getattr(self._modules, "peek", None)
-            name = peek(owner) if peek is not None else type(owner).__name__
-            entry.role = (category, weakref.ref(owner), name)
-        else:
-            entry.role = (category, None, str(owner))
-        entry.master = entry.master or master
-
-    def _owner_name(self, role: tuple[str, Any, str]) -> str:
-        module = role[1]() if role[1] is not None else None
-        peek = getattr(self._modules, "peek", None)
-        if module is None or peek is None:
-            return role[2]
-        return str(peek(module))
-
-    def finish(self) -> PeakSnapshot:
-        """Split the peak's live set by category, owner module and phase (once, at the end:
-        the live set at the peak is what was created by then and not freed before it)."""
-        self.ownership.scan_gradients()
-        at_peak = [e for e in self._live.values() if e.created <= self._peak_seq]
+        ``grads``: the gradients' owners read at the peak, when called from a free callback
+        (where reading ``.grad`` is unsafe); otherwise they are read now.
+        """
+        self._pending = False
+        owned = self.ownership.snapshot(host_step_counters=self.host_counters, grads=grads)
         snap = PeakSnapshot(phase=self._peak_phase, module=self._peak_module)
-        for entry in at_peak + self._graveyard:
-            if entry.role is not None:
-                category, module = entry.role[0], self._owner_name(entry.role)
+        for key, entry in self._live.items():
+            category = owned.category.get(key)
+            label = self.ownership.labels.get(key) if category is None else None
+            if category is not None:
+                owner = owned.owner[key]
+                module = owner if isinstance(owner, str) else self._names(owner)
+            elif label is not None:  # a module already dropped: what it was when last seen
+                category, module = label
             else:
                 module = entry.module or OUTSIDE
                 if entry.phase == "forward":
@@ -311,10 +286,15 @@ class PeakTracker(TorchDispatchMode):
                         module = "optimizer"
                 else:
                     category = "other"
-            if entry.master:
+            if key in owned.masters:
                 snap.master_bytes += entry.nbytes
             snap.total += entry.nbytes
             snap.by_category[category] = snap.by_category.get(category, 0) + entry.nbytes
             snap.by_module[module] = snap.by_module.get(module, 0) + entry.nbytes
         self.snapshot = snap
-        return snap
+
+    def finish(self) -> PeakSnapshot:
+        """Classify a peak that no free followed; the snapshot of the whole run's peak."""
+        if self._pending:
+            self._classify()
+        return self.snapshot
