@@ -124,6 +124,12 @@ def reach(workload: Callable[[], Any]) -> Reached:
     return found
 
 
+def _plain(tensor: torch.Tensor) -> bool:
+    """A real tensor of torch's own types: the only kind a fake copy stands in for (a
+    ``Parameter`` whose class is ``Parameter`` also when it wraps a plain tensor)."""
+    return type(tensor) in (torch.Tensor, torch.nn.Parameter) and not isinstance(tensor, FakeTensor)
+
+
 class Residents:
     """Fake copies of real tensors, their resident bytes by category, and the restore list."""
 
@@ -139,8 +145,8 @@ class Residents:
     # ---------------------------------------------------------------------- fake copies
     def fake_of(self, real: torch.Tensor, category: str = "inputs") -> torch.Tensor:
         """The one fake copy of ``real`` (memoised; views share their fake storage)."""
-        if isinstance(real, FakeTensor) or real.device.type == "meta":
-            return real
+        if not _plain(real) or real.device.type == "meta":
+            return real  # fake already, or a subclass (DTensor...) that does its own dispatch
         known = self._fakes.get(id(real))
         if known is not None and known[0] is real:
             return known[1]
@@ -256,7 +262,7 @@ class Residents:
 
     def convert(self, value: Any) -> Any:
         """``value`` with every real tensor replaced by its fake copy (for one operator)."""
-        if isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor):
+        if isinstance(value, torch.Tensor) and _plain(value):
             return self.fake_of(value)
         return value
 

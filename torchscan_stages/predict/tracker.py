@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
@@ -29,6 +28,7 @@ from .steady import SteadyState
 from .stops import FAKE_LIMITS, FakeRunStopped, user_line
 
 OUTSIDE = "(outside modules)"
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # real tensors of torch's own types
 _LIFTS = frozenset({torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh_copy.default})
 
 
@@ -231,9 +231,7 @@ class PeakTracker(TorchDispatchMode):
         phase = self._phase()
         if func not in _LIFTS:  # a literal (torch.tensor(0.0)) made real, then lifted to fake
             flat, spec = tree_flatten((args, kwargs))
-            if self.residents is not None and any(
-                isinstance(item, torch.Tensor) and not isinstance(item, FakeTensor) for item in flat
-            ):
+            if self.residents is not None and any(type(item) in _PLAIN for item in flat):
                 # real tensors never reach the fake mode: it runs number-taking operators
                 # with no fake argument for real, which would change the user's tensors
                 flat = [self.residents.convert(item) for item in flat]
