@@ -69,6 +69,21 @@ def _report_metrics(stem: str, document: dict[str, Any]) -> dict[str, dict[str, 
     return found
 
 
+def _mark_caveats(metrics: dict[str, dict[str, Any]], stem: str, report: Any) -> None:
+    """The warnings a latency's figure rests on (render.caveats), kept beside its numbers."""
+    from ..render.caveats import latency_caveats
+    from ..report import BenchmarkReport
+
+    if not isinstance(report, BenchmarkReport) or report.latency is None:
+        return
+    caveats = latency_caveats(report)
+    prefix = "latency" if stem == "latency" else f"{stem}.latency"
+    for name in ("warmed", "throughput"):
+        entry = metrics.get(f"{prefix}.{name}")
+        if entry is not None and caveats:
+            entry["caveats"] = caveats
+
+
 def _axes(overrides: list[str]) -> dict[str, str]:
     """The swept settings of a job: its task overrides, Hydra's own settings left out."""
     axes: dict[str, str] = {}
@@ -135,6 +150,7 @@ def _job_row(job_dir: Path, root: Path, *, listed: bool = False) -> dict[str, An
         # not dumping them spares a copy of every record of a large analysis report
         document = report.model_dump(mode="json", exclude={"layers", "diagnostics"})
         row["metrics"].update(_report_metrics(report_file.stem, document))
+        _mark_caveats(row["metrics"], report_file.stem, report)
         row.setdefault("provenance", _provenance(document))
         _config_columns(row, (document.get("provenance") or {}).get("run") or {})
         if report.provenance.host is not None:
