@@ -146,6 +146,7 @@ def _reports(summary: dict[str, Any]) -> set[tuple[Any, ...]]:
     return found
 
 
+@pytest.mark.ray
 def test_a_2x2_grid_gives_the_same_reports_through_every_launcher(
     tmp_path: Path, ray_address: tuple[str, str]
 ) -> None:
