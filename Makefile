@@ -72,7 +72,7 @@ gpu-check: setup
 main: $(MAIN_STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(BEAT) "dvc repro" $(VENV)/bin/dvc repro
 	@echo "HTML report: $(CURDIR)/reports/index.html"
-	@echo "to keep it: git add dvc.lock metrics plots reports/.gitignore && git commit && dvc push"
+	@$(PY) -m torchscan_stages.pipeline.commit
 
 # The side pipelines are DVC projects of their own (never in the main one's status or
 # metrics): `dvc repro` runs inside their folder.

@@ -230,6 +230,7 @@ def test_branch_on_an_hf_causal_lm_diffs_against_main(repo: Path) -> None:
     for name in REPORTS:
         run = load_report(repo / "reports" / f"{name}.json").provenance.run
         assert run is not None and run.model_name == "gpt2-tiny", name
+    _sh(repo, "git", "add", "conf/config.yaml")  # the owner's conf change, committed as code
     _sh(repo, "bash", "-euo", "pipefail", "-c", _readme_commit_block())
     _no_warning(_sh(repo, "dvc", "params", "diff", "main", check=False))
     params = json.loads(_sh(repo, "dvc", "params", "diff", "main", "--json").stdout)
