@@ -60,7 +60,8 @@ def test_a_clean_measurement_has_no_caveat(sim_clock: SimulatedClock) -> None:
     report = _steady(sim_clock)
     assert latency_caveats(report) == []
     assert report.latency is not None
-    assert figure("warmed median", report.latency.warmed, []).endswith("1.00 ms (complete)")  # 1 ms per call
+    line = figure("warmed median", report.latency.warmed, [])
+    assert line.endswith("1.00 ms (complete)")  # 1 ms per call
 
 
 def test_text_summary_says_it_on_the_warmed_and_throughput_lines(
