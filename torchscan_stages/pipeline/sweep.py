@@ -243,6 +243,32 @@ def write_job_status(output_dir: Path, status: str, error: BaseException | None)
     atomic_write_text(output_dir / JOB_STATUS, json.dumps(document, indent=2) + "\n")
 
 
+_last_failures: list[int] = []
+
+
+def last_sweep_failures() -> int | None:
+    """Failed jobs of the latest multirun summarised in this process (None: no multirun)."""
+    return _last_failures[-1] if _last_failures else None
+
+
+def _recorded_failure(output_dir: Path) -> bool:
+    document = _read_json(output_dir / JOB_STATUS)
+    return isinstance(document, dict) and document.get("status") == "failed"
+
+
+def failure_block(summary: dict[str, Any]) -> list[str]:
+    """One line per failed job with its one-line error; nothing when every job completed."""
+    failed = [row for row in summary["jobs"] if row["status"] != "completed"]
+    if not failed:
+        return []
+    lines = [f"{len(failed)} failed job(s):"]
+    for row in failed:
+        axes = " ".join(f"{k}={v}" for k, v in sorted((row.get("axes") or {}).items()))
+        where = f" ({axes})" if axes else ""
+        lines.append(f"  job {row['job']}{where}: {row.get('error') or row['status']}")
+    return lines
+
+
 class SweepSummaryCallback:
     """Hydra callback: each job's outcome; the summary of the jobs this multirun created."""
 
@@ -272,7 +298,9 @@ class SweepSummaryCallback:
         summary = summarize_jobs(jobs, folder, title=f"Sweep {folder}")
         failed = sum(1 for row in summary["jobs"] if row["status"] != "completed")
         counted = f"{len(summary['jobs'])} jobs" + (f", {failed} failed" if failed else "")
-        print(f"sweep summary: {folder / SUMMARY_HTML} ({counted})", flush=True)
+        _last_failures.append(failed)
+        lines = [f"sweep summary: {folder / SUMMARY_HTML} ({counted})", *failure_block(summary)]
+        print("\n".join(lines), flush=True)
 
     def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
         from hydra.core.utils import JobStatus
@@ -288,6 +316,8 @@ class SweepSummaryCallback:
             return
         failed = job_return.status == JobStatus.FAILED
         error = job_return._return_value if failed else None
+        if not failed and _recorded_failure(Path(output_dir)):
+            return  # the stage caught its own failure and recorded it (runner._job_failed)
         write_job_status(Path(output_dir), "failed" if failed else "completed", error)
 
     # Hydra calls these on every callback; a summary has nothing to do there.
@@ -324,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("name job folders, or --dvc-experiments REPO")
     failed = sum(1 for row in summary["jobs"] if row["status"] != "completed")
     print(f"sweep summary: {output / SUMMARY_HTML} ({len(summary['jobs'])} jobs, {failed} failed)")
+    for line in failure_block(summary):
+        print(line)
     return 0
 
 
