@@ -264,7 +264,7 @@ def _run_hydra(spec: StageSpec, args: list[str]) -> int:
         hydra.main(config_path=str(conf_dir), config_name=CONFIG_NAME, version_base=None)(task)()
     finally:
         sys.argv = saved
-    from .sweep import last_sweep_failures
+    from .job_status import last_sweep_failures
 
     return 1 if last_sweep_failures() else 0  # a sweep with a failed job exits non-zero
 
@@ -277,7 +277,7 @@ def _job_failed(
     traceback: ``HYDRA_FULL_ERROR=1`` lets an unexpected error propagate with it)."""
     import traceback
 
-    from .sweep import write_job_status
+    from .job_status import write_job_status
 
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
     what = (

@@ -21,11 +21,12 @@ import argparse
 import atexit
 import contextlib
 import json
-import socket
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from .job_status import JOB_STATUS, record_sweep_failures, recorded_failure, write_job_status
 
 NOTE = (
     "Timing jobs that share one host disturb each other; a sweep run in parallel "
@@ -33,7 +34,6 @@ NOTE = (
 )
 SUMMARY_JSON = "sweep_summary.json"
 SUMMARY_HTML = "sweep_summary.html"
-JOB_STATUS = "job_status.json"
 _METRIC_KEYS = {"status", "unit", "scope", "method"}
 _CONFIG_AXES = ("model", "input", "device", "precision", "threads", "seed")
 _SKIP = {"layers", "provenance", "diagnostics", "operators", "events"}
@@ -228,34 +228,6 @@ def summarize_jobs(
     return write_summary(rows, output_dir, title)
 
 
-def write_job_status(output_dir: Path, status: str, error: BaseException | None) -> None:
-    """One job's outcome beside its reports, so a failed job is never missing."""
-    from ..report import atomic_write_text
-    from .hostlock import last_share
-
-    document: dict[str, Any] = {"status": status, "host": socket.gethostname()}
-    if error is not None:
-        lines = str(error).strip().splitlines() or [type(error).__name__]
-        document["error"] = f"{type(error).__name__}: {lines[0]}"
-    share = last_share()
-    if share is not None:
-        document["timing_jobs_on_host"] = share
-    atomic_write_text(output_dir / JOB_STATUS, json.dumps(document, indent=2) + "\n")
-
-
-_last_failures: list[int] = []
-
-
-def last_sweep_failures() -> int | None:
-    """Failed jobs of the latest multirun summarised in this process (None: no multirun)."""
-    return _last_failures[-1] if _last_failures else None
-
-
-def _recorded_failure(output_dir: Path) -> bool:
-    document = _read_json(output_dir / JOB_STATUS)
-    return isinstance(document, dict) and document.get("status") == "failed"
-
-
 def failure_block(summary: dict[str, Any]) -> list[str]:
     """One line per failed job with its one-line error; nothing when every job completed."""
     failed = [row for row in summary["jobs"] if row["status"] != "completed"]
@@ -298,7 +270,7 @@ class SweepSummaryCallback:
         summary = summarize_jobs(jobs, folder, title=f"Sweep {folder}")
         failed = sum(1 for row in summary["jobs"] if row["status"] != "completed")
         counted = f"{len(summary['jobs'])} jobs" + (f", {failed} failed" if failed else "")
-        _last_failures.append(failed)
+        record_sweep_failures(failed)
         lines = [f"sweep summary: {folder / SUMMARY_HTML} ({counted})", *failure_block(summary)]
         print("\n".join(lines), flush=True)
 
@@ -316,7 +288,7 @@ class SweepSummaryCallback:
             return
         failed = job_return.status == JobStatus.FAILED
         error = job_return._return_value if failed else None
-        if not failed and _recorded_failure(Path(output_dir)):
+        if not failed and recorded_failure(Path(output_dir)):
             return  # the stage caught its own failure and recorded it (runner._job_failed)
         write_job_status(Path(output_dir), "failed" if failed else "completed", error)
 
