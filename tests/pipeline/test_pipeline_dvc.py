@@ -20,6 +20,7 @@ from types import ModuleType
 import pytest
 import yaml
 from pipeline_children import dvc_env
+from pipeline_repo import PipelineRepos
 
 from torchscan_stages.report import FlopReport, load_report
 from torchscan_stages.stages.render import ORDER as REPORTS
@@ -36,11 +37,6 @@ def _by_path(name: str, path: Path) -> ModuleType:
     sys.modules[name] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
     return module
-
-
-def _worktree() -> ModuleType:
-    """benchmarks/worktree.py, shared with the pipeline benchmark (loaded by path)."""
-    return _by_path("_bench_worktree", ROOT / "benchmarks" / "worktree.py")
 
 
 def _chromium() -> ModuleType:
@@ -118,12 +114,10 @@ def _no_warning(result: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("pipeline") / "repo"
-    _worktree().copy_working_tree(ROOT, target)
-    _sh(target, "git", "init", "-q", "-b", "main")
+def repo(tmp_path_factory: pytest.TempPathFactory, pipeline_repos: PipelineRepos) -> Path:
+    target = pipeline_repos.committed_copy(tmp_path_factory.mktemp("pipeline") / "repo")
     _shrink_conf(target)
-    _commit(target, "pipeline copy")
+    _commit(target, "tiny timings")
     return target
 
 
