@@ -103,3 +103,28 @@ def test_sweep_page_shows_no_iqr_from_one_block(sim_clock: SimulatedClock, tmp_p
     assert f"200 ms ⚠ 1 block(s) &lt; min {minimum}" in html
     assert "200 ms (IQR" not in html  # one block's IQR of 0 s is not shown
     assert "1.00 ms (IQR " in html  # the steady job's spread is
+
+
+def test_sweep_chart_fits_long_y_labels_and_keeps_failed_only_values_off_the_axis() -> None:
+    from torchscan_stages.render.format import human
+    from torchscan_stages.render.svg import TICK_CHAR_PX
+    from torchscan_stages.render.sweep_view import sweep_page
+
+    def job(name: str, mode: str, status: str, value: float | None) -> dict[str, object]:
+        metric = {"status": "complete", "value": value, "known_value": value,
+                  "unit": "samples/s", "scope": "warmed_block_average"}  # fmt: skip
+        return {"job": name, "status": status, "axes": {"threads": mode},
+                "metrics": {"latency.throughput": metric} if value else {},
+                "error": None if value else "E: boom"}  # fmt: skip
+
+    jobs = [job("0", "1", "completed", 1200.0), job("1", "2", "completed", 2100.0),
+            job("2", "bogus", "failed", None)]  # fmt: skip
+    html = sweep_page({"title": "t", "jobs": jobs})
+    chart = html[html.index('<svg class="chart"') :]
+    chart = chart[: chart.index("</svg>")]
+    assert ">bogus</text>" not in chart  # only the failed job has it: not an x value
+    assert "bogus" in html  # still a row of the table
+    # the widest y tick, e.g. "2.50 k samples/s", fits left of the axis
+    widest = max(len(human(v, "samples/s")) for v in (500.0, 1000.0, 1500.0, 2000.0, 2500.0))
+    left = float(chart.split('<line class="grid" x1="', 1)[1].split('"', 1)[0])
+    assert left >= TICK_CHAR_PX * widest + 6, (left, widest)

@@ -193,11 +193,15 @@ def _charts(jobs: list[dict[str, Any]], names: list[str], axes: list[str]) -> li
     x_key = _x_axis(axes)
     if x_key is None:
         return []
-    x_labels = sorted({(j.get("axes") or {}).get(x_key, "") for j in jobs}, key=_natural)
+    # an x value only failed jobs have (crawl.mode=bogus) is not put on the axis: those jobs
+    # are rows of the table and lines of the failure block; elsewhere a failure is a gap
+    done = [j for j in jobs if j.get("status") == "completed"]
+    x_labels = sorted({(j.get("axes") or {}).get(x_key, "") for j in done}, key=_natural)
+    drawn = [j for j in jobs if (j.get("axes") or {}).get(x_key, "") in x_labels]
     charts: list[Markup] = []
     for name in names[:_MAX_CHARTS]:
         series: dict[str, list[Point]] = {}
-        for job in jobs:
+        for job in drawn:
             values = job.get("axes") or {}
             x = values.get(x_key, "")
             others = [f"{k}={values.get(k, '')}" for k in axes if k != x_key]
