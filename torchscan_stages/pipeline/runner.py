@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -100,8 +101,11 @@ def commit_outputs(pending: dict[Path, str]) -> list[Path]:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         raise
-    for tmp, path in staged:
-        os.replace(tmp, path)
+    from .._signals import signals_deferred
+
+    with signals_deferred():  # Ctrl-C or SIGTERM here would leave half the outputs renamed
+        for tmp, path in staged:
+            os.replace(tmp, path)
     for tmp, path in staged:
         _clean_stale_temporaries(path, started, os.path.basename(tmp))
     return [path for _, path in staged]
@@ -274,8 +278,31 @@ def stage_main(
     about: str = "",
     writes: tuple[str, ...] = (),
 ) -> None:
-    """``if __name__ == "__main__"`` entry: exit with the stage's status."""
-    sys.exit(run_stage(stage, keys, body, required=required, about=about, writes=writes))
+    """``if __name__ == "__main__"`` entry: exit with the stage's status.
+
+    Ctrl-C (SIGINT), SIGTERM and SIGHUP end the stage with one line and the shell's code for
+    death by that signal (130, 143, 129): the unwinding removed its temporaries, and nothing
+    was replaced (outputs are renamed together, after the work)."""
+    from .._signals import Terminated, ending_signals_raise
+
+    try:
+        with ending_signals_raise(redeliver=False):
+            code = run_stage(stage, keys, body, required=required, about=about, writes=writes)
+    except KeyboardInterrupt:
+        code = _interrupted(stage, "SIGINT (Ctrl-C)", 128 + signal.SIGINT)
+    except Terminated as ended:
+        code = _interrupted(stage, signal.Signals(ended.number).name, ended.exit_code)
+    sys.exit(code)
+
+
+def _interrupted(stage: str, what: str, code: int) -> int:
+    print(
+        f"{stage}: interrupted by {what}; nothing was replaced, the previous reports and "
+        "metrics stay",
+        file=sys.stderr,
+        flush=True,
+    )
+    return code
 
 
 def budget_outcome(
