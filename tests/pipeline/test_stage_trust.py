@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -89,3 +90,71 @@ def test_a_signal_during_a_stage_write_leaves_no_temporary(
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert left == ["params.yaml"], left  # no report, no metrics, no .NAME.XXXX.tmp
+
+
+def test_a_model_and_input_that_do_not_fit_are_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchscan_stages.pipeline.loader import compose_yaml
+    from torchscan_stages.pipeline.runner import run_stage
+    from torchscan_stages.stages import crawl
+
+    # model=gpt2 input=image: image floats into GPT-2's embedding (once a 40-line traceback)
+    text = compose_yaml(["model=gpt2", "input=image"], conf_dir=ROOT / "conf")
+    (tmp_path / "params.yaml").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DVC_STAGE", "crawl")
+    monkeypatch.delenv("TORCHSCAN_STAGES_TRACEBACK", raising=False)
+    assert run_stage("crawl", crawl.KEYS, crawl.run, argv=[]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("crawl: the workload failed: model 'gpt2-tiny' (")
+    assert "on input 'image' (torchscan_stages.zoo.image_batch) raised RuntimeError" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]  # nothing written
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (
+            lambda p: p["input"]["kwargs"].update(batch_size=-2),
+            "input.kwargs: torchscan_stages.zoo.image_batch refused them (RuntimeError: Trying "
+            "to create tensor with negative dimension -2",
+        ),
+        (
+            lambda p: p["model"]["kwargs"].update(width=-1),
+            "called as torchscan_stages.zoo.small_resnet(seed=0, width=-1, num_classes=10)",
+        ),
+        (
+            lambda p: p["model"].update(_target_="torchscan_stages.zoo"),
+            "model._target_ = 'torchscan_stages.zoo': 'torchscan_stages.zoo' is a module, not a "
+            "callable; name a factory in it",
+        ),
+        (
+            lambda p: p["model"].update(_target_="builtins.exit", kwargs={}),
+            "model.kwargs: builtins.exit refused them (SystemExit: None; called as "
+            "builtins.exit())",
+        ),
+    ],
+    ids=["batch-size-negative", "factory-raises", "target-is-a-module", "factory-exits"],
+)
+def test_factory_failures_are_one_config_error(edit: Any, expected: str) -> None:
+    from torchscan_stages.pipeline.schema import ConfigError
+    from torchscan_stages.pipeline.workload import build_workload
+
+    params = read_params(ROOT / "params.yaml")
+    edit(params)
+    with pytest.raises(ConfigError) as caught:
+        build_workload(validate_config(params))
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_threads_beyond_the_host_are_a_config_error() -> None:
+    from torchscan_stages.pipeline.schema import ConfigError
+    from torchscan_stages.pipeline.workload import usable_cpus
+
+    before = torch.get_num_threads()
+    with pytest.raises(ConfigError) as caught, thread_settings(2147483648):
+        pass
+    assert f"threads = 2147483648: this host can run at most {usable_cpus()}" in str(caught.value)
+    assert torch.get_num_threads() == before  # nothing applied

@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ..measure.rss_phases import mark_phase
     from .schema import ConfigError, validate_config
-    from .workload import build_workload
+    from .workload import build_workload, check_threads
 
     mark_phase("import")
     args = sys.argv[1:] if argv is None else argv
@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         config = validate_config(json.loads(text))
+        check_threads(config.threads)
         torch.set_num_threads(config.threads)
         workload = build_workload(config)
     except (ConfigError, json.JSONDecodeError) as error:

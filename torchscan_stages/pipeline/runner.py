@@ -163,7 +163,12 @@ def _execute(spec: StageSpec, raw: dict[str, Any], output_dir: Path) -> str:
     try:
         ctx = StageContext(spec.stage, config, config_section(raw, spec.keys), output_dir, run)
         with timing_slot(spec.stage) as ctx.host_share:  # one timing job at a time per host
-            spec.body(ctx)
+            try:
+                spec.body(ctx)
+            except (ConfigError, OutputError):
+                raise
+            except Exception as error:
+                raise _workload_failed(config, error) from error
     finally:
         set_run_context(None)
     try:
@@ -181,6 +186,28 @@ class OutputError(RuntimeError):
     """The stage's outputs could not be written (nothing was replaced)."""
 
 
+class WorkloadError(RuntimeError):
+    """The configured workload failed while the stage ran it (nothing was written)."""
+
+
+TRACEBACK_ENV = "TORCHSCAN_STAGES_TRACEBACK"
+
+
+def _workload_failed(config: PipelineConfig, error: Exception) -> Exception:
+    """One line naming the model and input configs and the error; the traceback only when
+    ``TORCHSCAN_STAGES_TRACEBACK=1`` (a model and an input that do not fit, such as
+    ``model=gpt2 input=image``, are a config mistake, not a crash to debug)."""
+    if os.environ.get(TRACEBACK_ENV) == "1":
+        return error
+    text = " ".join(str(error).split())[:400] or repr(error)
+    return WorkloadError(
+        f"the workload failed: model {config.model.name!r} ({config.model.target}) on input "
+        f"{config.input.name!r} ({config.input.target}) raised {type(error).__name__}: {text}; "
+        "check that the model and input configs fit together (set TORCHSCAN_STAGES_TRACEBACK=1 "
+        "for the traceback); nothing was written"
+    )
+
+
 class StageFailed(RuntimeError):
     """A job of a multirun failed; Hydra records it and goes on with the other jobs."""
 
@@ -190,7 +217,8 @@ EXIT_OUTPUT_ERROR = 1
 
 def _fail(stage: str, error: Exception) -> int:
     print(f"{stage}: {error}", file=sys.stderr)
-    return EXIT_OUTPUT_ERROR if isinstance(error, OutputError) else EXIT_CONFIG_ERROR
+    failed = isinstance(error, (OutputError, WorkloadError))
+    return EXIT_OUTPUT_ERROR if failed else EXIT_CONFIG_ERROR
 
 
 def run_stage(
@@ -214,7 +242,7 @@ def run_stage(
     if under_dvc(args):
         try:
             print(_execute(spec, read_params(), Path.cwd()), flush=True)
-        except (ConfigError, OutputError) as error:
+        except (ConfigError, OutputError, WorkloadError) as error:
             return _fail(stage, error)
         return 0
     return _run_hydra(spec, args)
@@ -247,7 +275,7 @@ def _run_hydra(spec: StageSpec, args: list[str]) -> int:
         output_dir = Path(HydraConfig.get().runtime.output_dir)
         try:
             _emit(_execute(spec, to_plain(cfg), output_dir))
-        except (ConfigError, OutputError) as error:
+        except (ConfigError, OutputError, WorkloadError) as error:
             if HydraConfig.get().mode == RunMode.MULTIRUN:
                 # One failed job must not end the sweep: Hydra records it as failed, runs
                 # the other jobs, then exits non-zero; the sweep summary lists it.
@@ -353,6 +381,7 @@ __all__ = [
     "OutputError",
     "StageContext",
     "StageSpec",
+    "WorkloadError",
     "budget_outcome",
     "commit_outputs",
     "complete_value",
