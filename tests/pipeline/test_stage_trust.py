@@ -158,3 +158,45 @@ def test_threads_beyond_the_host_are_a_config_error() -> None:
         pass
     assert f"threads = 2147483648: this host can run at most {usable_cpus()}" in str(caught.value)
     assert torch.get_num_threads() == before  # nothing applied
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"kind": "analysis", "schema', "crawl.json: malformed JSON"),  # truncated
+        ('{"kind": "flops", "schema_version": 1}', "crawl.json: invalid flops report"),
+    ],
+    ids=["truncated", "invalid"],
+)
+def test_render_stage_on_a_bad_report_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, expected: str
+) -> None:
+    from torchscan_stages.stages.render import main
+
+    (tmp_path / "crawl.json").write_text(text, encoding="utf-8")
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected in err and "index.html was not written" in err
+    assert not (tmp_path / "index.html").exists()
+
+
+def test_render_stage_on_a_full_disk_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from torchscan_stages import crawl_module
+    from torchscan_stages.stages.render import main
+    from torchscan_stages.zoo import small_resnet
+
+    crawl_module(small_resnet(), (3, 8, 8)).save(tmp_path / "crawl.json")
+
+    def full(fd: int) -> None:  # the disk fills while the page is written
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert main([str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"render: cannot write {tmp_path}/index.html: No space left on device")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["crawl.json"]  # no page, no .tmp
