@@ -31,8 +31,13 @@ from torch.utils._pytree import tree_flatten
 from ..devices import check_workload, execution_record, resolve_device
 from ..provenance import build_provenance
 from ..report import BenchmarkReport, Diagnostic, MemorySection, MetricResult
-from ..workload_type import Workload
-from .lazy import WorkTally, empty_work_diagnostic, lazy_output_diagnostic, no_operators_diagnostic
+from ..workloads import (
+    Workload,
+    WorkTally,
+    empty_work_diagnostic,
+    lazy_output_diagnostic,
+    no_operators_diagnostic,
+)
 
 
 def _is_view_operator(func: Any) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..report import Diagnostic
-from .lazy import WorkTally, empty_work_diagnostic, no_operators_diagnostic
+from ..workloads import WorkTally, empty_work_diagnostic, no_operators_diagnostic
 from .memory import _is_view_operator
 
 
