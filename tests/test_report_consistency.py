@@ -43,9 +43,9 @@ EDITS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
     ("duplicate-identity", lambda d: d["layers"]["columns"]["path"].__setitem__(2, "0"),
      "a second record of path '0' call_index 0"),
     ("root-depth-7", lambda d: d["layers"]["columns"]["depth"].__setitem__(0, 7),
-     "depth 7 of path '' cannot follow depth -1; expected depth 0 (the root module)"),
-    ("depth-jump", lambda d: d["layers"]["columns"]["depth"].__setitem__(2, 3),
-     "layers.2: depth 3 of path '1' cannot follow depth 1"),
+     "layers.0: depth 7 of path ''; expected depth 0 (the root module)"),
+    ("negative-call-index", lambda d: d["layers"]["columns"]["call_index"].__setitem__(1, -1),
+     "call_index"),
 ]  # fmt: skip
 
 
@@ -61,7 +61,7 @@ def test_an_inconsistent_compact_report_is_refused(edit: Any, expected: str) -> 
 def test_an_inconsistent_field_by_field_report_is_refused() -> None:
     document = _field_by_field()
     document["layers"][0]["depth"] = 7
-    with pytest.raises(ValueError, match="depth 7 of path '' cannot follow"):
+    with pytest.raises(ValueError, match="depth 7 of path ''; expected depth 0"):
         load_report(json.dumps(document))
     document = _field_by_field()
     document["totals"]["macs"].update(value=1, known_value=1)

@@ -71,13 +71,11 @@ def _check_verdict(delta: Any) -> None:
 
 
 def check_analysis(layers: Sequence[Any], totals: Any) -> None:
-    """Records: unique (path, call_index), the root module at depth 0, depths in call order
-    (each at most one below the previous record); the totals of module FLOPs, MACs and DMAs
-    equal to the sum over the root (depth 0) records."""
+    """Records: unique (path, call_index), the root module at depth 0; the totals of module
+    FLOPs, MACs and DMAs equal to the sum over the root (depth 0) records."""
     if not layers:
         return
     seen: set[tuple[str, int]] = set()
-    previous = -1
     for index, layer in enumerate(layers):
         key = (layer.path, layer.call_index)
         if key in seen:
@@ -89,13 +87,11 @@ def check_analysis(layers: Sequence[Any], totals: Any) -> None:
         if layer.call_index < 0:
             raise ValueError(f"layers.{index}.call_index: {layer.call_index} is negative")
         root = layer.path == ""  # the module crawled itself
-        if layer.depth < 0 or (root and layer.depth != 0) or (index and layer.depth > previous + 1):
-            expected = "0 (the root module)" if root else f"0..{previous + 1}"
+        if layer.depth < 0 or (root and layer.depth != 0):
             raise ValueError(
-                f"layers.{index}: depth {layer.depth} of path {layer.path!r} cannot follow "
-                f"depth {previous}; expected depth {expected}"
+                f"layers.{index}: depth {layer.depth} of path {layer.path!r}; expected depth "
+                f"{'0 (the root module)' if root else '>= 0'}"
             )
-        previous = layer.depth
     roots = [layer for layer in layers if layer.depth == 0]
     if not roots:  # records of a part of a model (no root call recorded): nothing to sum
         return
