@@ -25,6 +25,16 @@ class WorkProbe(TorchDispatchMode):
         self.tally = WorkTally()
         self.entered = False
 
+    @property
+    def operators(self) -> int:
+        """Operator calls dispatched under the probe."""
+        return self.tally.operators
+
+    @property
+    def elements_out(self) -> int:
+        """Elements of the work they did (see :class:`~torchscan_stages.workloads.WorkTally`)."""
+        return self.tally.elements_out
+
     def __enter__(self) -> WorkProbe:
         self.entered = True
         return super().__enter__()

@@ -30,6 +30,7 @@ StrictNumber: TypeAlias = StrictInt | StrictFloat
 NonNegInt: TypeAlias = Annotated[StrictInt, Field(ge=0)]
 # integer counts: a float (1e308) is no count of FLOPs, MACs, parameters or elements
 INTEGER_UNITS = frozenset({"FLOPs", "MACs", "parameters", "elements"})
+EXACT_FLOAT_COUNT = 2**53  # a float count beyond this (1e308) is no exact count of anything
 NonNegFloat: TypeAlias = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 FiniteFloat: TypeAlias = Annotated[float, Field(allow_inf_nan=False)]
 # units whose numbers count or measure something, so a negative one is impossible
@@ -67,7 +68,9 @@ class MetricResult(_Model):
             number = getattr(self, name)
             if isinstance(number, float) and not math.isfinite(number):
                 raise ValueError(f"MetricResult.{name} must be finite, got {number!r}")
-            if isinstance(number, float) and self.unit in INTEGER_UNITS:
+            if isinstance(number, float) and self.unit in INTEGER_UNITS and not (
+                number.is_integer() and abs(number) <= EXACT_FLOAT_COUNT
+            ):
                 raise ValueError(
                     f"MetricResult.{name} must be an integer count for unit {self.unit!r}, "
                     f"got {number!r}"
