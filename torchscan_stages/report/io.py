@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._signals import ending_signals_raise
 from .codec import dump_text, encode_report
 from .metric import GZIP_MAGIC, SCHEMA_VERSION
 
@@ -208,13 +209,16 @@ def atomic_write_text(path: str | os.PathLike[str], text: str | bytes) -> Path:
         raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(target.parent))
     target.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    tmp_name = write_temporary(target, text)
-    try:
-        os.replace(tmp_name, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
+    # SIGTERM/SIGHUP (default action) become an exception here, so the temporary goes before
+    # the process dies of the signal, sent again once the write has unwound
+    with ending_signals_raise(redeliver=True):
+        tmp_name = write_temporary(target, text)
+        try:
+            os.replace(tmp_name, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp_name)
+            raise
     clean_stale_temporaries(target, started, os.path.basename(tmp_name))
     return target
 
