@@ -19,6 +19,12 @@ COMMANDS = {
 def _usage() -> str:
     lines = ["usage: python -m torchscan_stages COMMAND [ARGS...]", "", "commands:"]
     lines += [f"  {name:<9} {text}" for name, text in COMMANDS.items()]
+    lines += [
+        "",
+        "the cached pipeline (Hydra + DVC; README 'The pipeline', docs/pipeline.md):",
+        "  dvc repro                                    every stage; a rerun measures nothing",
+        "  python -m torchscan_stages.stages.NAME --help  one stage: what it reads and writes",
+    ]
     return "\n".join(lines)
 
 
@@ -34,8 +40,18 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(f"torchscan_stages.commands.{name}")
-    result: int = module.main(rest)
+    from ._signals import Terminated, ending_signals_raise
+
+    try:  # Ctrl-C or SIGTERM: one line and the shell's code, no traceback (130, 143)
+        with ending_signals_raise(redeliver=False):
+            module = importlib.import_module(f"torchscan_stages.commands.{name}")
+            result: int = module.main(rest)
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted by SIGINT (Ctrl-C); nothing was written", file=sys.stderr)
+        return 130
+    except Terminated as ended:
+        print(f"{name}: {ended}; nothing was written", file=sys.stderr)
+        return ended.exit_code
     return result
 
 
