@@ -42,6 +42,7 @@ from . import module_formulas  # noqa: F401  (fills the built-in handler registr
 from ._guards import depth_headroom, model_lock
 from ._walk import named_modules
 from .handlers import (
+    HANDLERS,
     SCOPE,
     CallContext,
     ModuleHandler,
@@ -230,6 +231,20 @@ _new_context = object.__new__
 _set_dict = object.__setattr__
 
 
+def _checks_structure(
+    module_type: type[nn.Module], custom: Mapping[type[nn.Module], ModuleHandler]
+) -> bool:
+    """Does any candidate handler of ``module_type`` check each module's structure? (Then
+    the lookup runs per module: two instances of a class can differ in what they hold.)"""
+    for cls in module_type.__mro__:
+        for handler in (custom.get(cls) if custom else None, HANDLERS.get(cls)):
+            if handler is not None and handler.accepts is not None:
+                return True
+        if cls is nn.Module:
+            break
+    return False
+
+
 class _Recorder:
     """The crawl's two global hooks and the call tree they build (crawling thread only).
 
@@ -265,9 +280,11 @@ class _Recorder:
         for path, sub in named:
             found = by_type.get(type(sub))
             if found is None:  # one MRO walk per module type, not per module
-                handler = lookup_handler(type(sub), custom)
+                handler = lookup_handler(type(sub), custom, sub)
                 is_custom = handler is not None and any(handler is h for h in custom.values())
-                found = by_type[type(sub)] = (handler, is_custom)
+                found = (handler, is_custom)
+                if not _checks_structure(type(sub), custom):  # else: per instance
+                    by_type[type(sub)] = found
             self.known[id(sub)] = [sub, path, found[0], found[1], 0]
 
     def own_operators(self, key: str) -> OwnOperators | None:
@@ -398,7 +415,8 @@ class _Recorder:
             else:
                 call.result = handler.callback(context)
         except Exception as error:  # a failing estimate must not break the forward
-            call.error = f"{type(error).__name__}: {error}"
+            text = str(error).strip() or "(no message)"
+            call.error = f"{type(error).__name__}: {text}"
 
 
 # ------------------------------------------------------------------------------- totals
