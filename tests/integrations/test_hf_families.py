@@ -130,9 +130,7 @@ def test_llava_and_encodec_training_products_are_known() -> None:
 
 def test_reflection_pad_backward_adds_one_per_padded_position() -> None:
     x = torch.randn(2, 3, 10, requires_grad=True)
-    report = measure_flops(
-        lambda: nn.functional.pad(x, (2, 3), mode="reflect").sum().backward()
-    )
+    report = measure_flops(lambda: nn.functional.pad(x, (2, 3), mode="reflect").sum().backward())
     # 2 x 3 rows, 15 padded positions onto 10: 5 gradient adds per row -> 30
     assert report.by_operator["aten.reflection_pad1d_backward"].flops.value == 2 * 3 * 5 == 30
     assert report.product_flops is not None and report.product_flops.value == 0
@@ -165,3 +163,28 @@ def test_convnextv2_grn_and_deepseek_latent_attention_by_hand() -> None:
         for name in [*names, "kv_b_proj", "o_proj"]
     )
     assert attention.metrics.macs.value == 4_096 + children
+
+
+def test_mamba2_root_params_and_encodec_weight_norm_records() -> None:
+    import io
+
+    from torchscan_stages import summary
+
+    model, make_inputs = build_family("mamba2")
+    out = io.StringIO()
+    report = summary(model, kwargs=make_inputs(), file=out)
+    lines = out.getvalue().splitlines()
+    column = lines[1].index("Params") + len("Params")
+    total = sum(p.numel() for p in model.parameters())  # each tensor once
+    # root cell (compact form) equals the footer's total of every parameter
+    footer = next(line for line in lines if line.startswith("Parameters: "))
+    assert lines[3][:column].split()[-1] == footer.split()[1].rstrip()
+    assert report.totals.parameters.value == total
+    model, make_inputs = build_family("encodec")
+    report = crawl_module(model, kwargs=make_inputs())
+    types = [r.type for r in report.layers]
+    assert "_WeightNorm" not in types and "ParametrizationList" not in types
+    convs = [r for r in report.layers if r.type.startswith("Parametrized")]
+    # every weight-normed convolution: its weight norm's FLOPs inside a complete record
+    assert convs and all(r.metrics.module_flops.is_complete for r in convs)
+    assert report.totals.parameters.value == sum(p.numel() for p in model.parameters())

@@ -59,6 +59,7 @@ from .model_forms import (
     without_data_diagnostics,
 )
 from .operators import OperatorCounter, StackOwner, classify_custom_mapping
+from .parametrized import inside_parametrizations, with_parametrizations
 from .tensor_meta import call_meta, meta_of
 
 COST_METRICS = ("module_flops", "macs", "dmas")
@@ -270,6 +271,9 @@ class _Recorder:
         self.known: dict[int, list[Any]] = {}
         named = named_modules(module)  # _walk: the same pairs, one loop
         self.modules = [sub for _, sub in named]
+        hidden = inside_parametrizations(named)  # weight_norm & co: part of their owner's call
+        if hidden:
+            named = [(path, sub) for path, sub in named if id(sub) not in hidden]
         if not full:  # a structure crawl looks up no handler
             self.known = {id(sub): [sub, path, None, False, 0] for path, sub in named}
             return
@@ -414,6 +418,8 @@ class _Recorder:
                     call.result = handler.callback(context)
             else:
                 call.result = handler.callback(context)
+            if "parametrizations" in call.module._modules:
+                call.result = with_parametrizations(call.result, call.module, call.path)
         except Exception as error:  # a failing estimate must not break the forward
             text = str(error).strip() or "(no message)"
             call.error = f"{type(error).__name__}: {text}"

@@ -43,6 +43,7 @@ from .handlers import (
 from .operators import OperatorCounter, OwnerOps
 from .own_macs import macs_free as _no_macs
 from .own_macs import products_known
+from .parametrized import parametrization_lists
 from .receptive import receptive_chain
 
 Mode = Literal["full", "structure"]
@@ -534,11 +535,15 @@ _NO_TENSORS: tuple[dict[str, int], list[tuple[int, int]]] = (
 
 def _module_sums(module: nn.Module) -> tuple[dict[str, int], list[tuple[int, int]]]:
     """A ParameterStats state with shared_parameters 0, and the (id, numel) of each parameter."""
-    if not module._parameters and not module._buffers:
+    plists = parametrization_lists(module) if "parametrizations" in module._modules else []
+    if not module._parameters and not module._buffers and not plists:
         return _NO_TENSORS
     params = buffers = trainable = pbytes = bbytes = 0
     ids = []
-    for p in module._parameters.values():
+    own = list(module._parameters.values())
+    for plist in plists:  # weight_norm's original0/1: the parametrised module's own tensors
+        own.extend(plist.parameters())
+    for p in own:
         if p is None:
             continue
         n = p.numel()

@@ -26,8 +26,7 @@ def _max_norm_partial(flops: int) -> MetricResult:
 
 @register_handler(
     nn.Embedding,
-    accepts=lambda module: getattr(module, "weight", None) is not None
-    and module.weight.dim() == 2,
+    accepts=lambda module: getattr(module, "weight", None) is not None and module.weight.dim() == 2,
     expects="an embedding table `weight` of shape (rows, dim) and a tensor output of "
     "looked-up rows (..., dim)",
 )
@@ -39,11 +38,12 @@ def embedding(ctx: CallContext) -> dict[str, Any]:
     looks up one row per output row: the indices are then the output's rows.
     """
     module = ctx.module
+    width = int(module.weight.shape[-1])  # type: ignore[index]
     out = first_tensor(ctx.output)
-    if out is None or out.shape[-1:] != module.weight.shape[-1:]:
+    if out is None or out.shape[-1] != width:
         raise TypeError(
             f"{type(module).__name__} returned {None if out is None else tuple(out.shape)}, "
-            f"not rows of its table's width {module.weight.shape[-1]}"
+            f"not rows of its table's width {width}"
         )
     indices = first_tensor(ctx.args) if ctx.args else first_tensor(ctx.kwargs)
     is_index = indices is not None and not indices.is_floating_point()
