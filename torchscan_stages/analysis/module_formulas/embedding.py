@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 
 from ...report import MetricResult
@@ -24,9 +25,14 @@ def _max_norm_partial(flops: int) -> MetricResult:
     return MetricResult.partial(flops, unit="FLOPs", scope="forward", method="module_formula")
 
 
+def _has_table(module: nn.Module) -> bool:
+    weight = getattr(module, "weight", None)
+    return isinstance(weight, torch.Tensor) and weight.dim() == 2
+
+
 @register_handler(
     nn.Embedding,
-    accepts=lambda module: getattr(module, "weight", None) is not None and module.weight.dim() == 2,
+    accepts=_has_table,
     expects="an embedding table `weight` of shape (rows, dim) and a tensor output of "
     "looked-up rows (..., dim)",
 )
