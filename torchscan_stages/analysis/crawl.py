@@ -59,6 +59,7 @@ from .model_forms import (
     without_data_diagnostics,
 )
 from .operators import OperatorCounter, StackOwner, classify_custom_mapping
+from .packed_params import holds_packed_weights, packed_tensors, storage_bytes
 from .parametrized import inside_parametrizations, with_parametrizations
 from .tensor_meta import call_meta, meta_of
 
@@ -446,6 +447,10 @@ def _tensor_sums(modules: list[nn.Module]) -> tuple[int, int, int, int, int]:
                 total += n
                 trainable += n if p.requires_grad else 0
                 pbytes += n * p.element_size()
+        if holds_packed_weights(sub):  # quantize_dynamic's packed int8/fp16 weights
+            for tensor in packed_tensors(sub):
+                total += tensor.numel()
+                pbytes += storage_bytes(tensor)
         for b in sub._buffers.values():
             if b is not None and id(b) not in seen_buffers:
                 seen_buffers.add(id(b))

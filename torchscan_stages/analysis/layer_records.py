@@ -43,6 +43,7 @@ from .handlers import (
 from .operators import OperatorCounter, OwnerOps
 from .own_macs import macs_free as _no_macs
 from .own_macs import products_known
+from .packed_params import holds_packed_weights, packed_tensors, storage_bytes
 from .parametrized import parametrization_lists
 from .receptive import receptive_chain
 
@@ -536,7 +537,8 @@ _NO_TENSORS: tuple[dict[str, int], list[tuple[int, int]]] = (
 def _module_sums(module: nn.Module) -> tuple[dict[str, int], list[tuple[int, int]]]:
     """A ParameterStats state with shared_parameters 0, and the (id, numel) of each parameter."""
     plists = parametrization_lists(module) if "parametrizations" in module._modules else []
-    if not module._parameters and not module._buffers and not plists:
+    packed = packed_tensors(module) if holds_packed_weights(module) else []
+    if not module._parameters and not module._buffers and not plists and not packed:
         return _NO_TENSORS
     params = buffers = trainable = pbytes = bbytes = 0
     ids = []
@@ -551,6 +553,9 @@ def _module_sums(module: nn.Module) -> tuple[dict[str, int], list[tuple[int, int
         trainable += n if p.requires_grad else 0
         pbytes += n * p.element_size()
         ids.append((id(p), n))
+    for tensor in packed:  # frozen: quantized weights take no gradient
+        params += tensor.numel()
+        pbytes += storage_bytes(tensor)
     for b in module._buffers.values():
         if b is None:
             continue

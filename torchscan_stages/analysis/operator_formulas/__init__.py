@@ -21,6 +21,7 @@ from . import (  # noqa: F401  (registration side effects)
     padding,
     pointwise,
     pooling,
+    quantized,
     reductions,
     rnn,
     softmax,
