@@ -37,7 +37,7 @@ from ..report import (
     PerformanceDelta,
     load_report,
 )
-from ..workload_type import Workload
+from ..workloads import Workload
 from .checks import Check, run_check
 from .deltas import (
     DEFAULT_CI_FLOOR,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..measure.stats import quantile, relative_iqr
 from ..report import (
     CheckResult,
     Diagnostic,
@@ -21,6 +20,7 @@ from ..report import (
     MetricResult,
     PerformanceDelta,
 )
+from ..stats import quantile, relative_iqr
 from .interleave import (
     CHECK_RESAMPLES,
     LOCATION_LEVEL,

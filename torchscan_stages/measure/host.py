@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 import psutil
 
 from ..report import BlockOutlier, Diagnostic, HostState, LatencyNoise
+from ..stats import quartiles
 from .latency_options import Probe
-from .stats import quartiles
 
 BUSY_PROCESS_PERCENT = 50.0  # another process using >= half a core during the run is busy
 DESCHEDULED_FRACTION = 0.9  # a block whose CPU/wall fell below 0.9 x the typical one
