@@ -37,7 +37,7 @@ from ..report import (
     IncompleteAnalysisError,
     MetricResult,
 )
-from ..workloads import lazy_output_diagnostic
+from ..workloads import eager_compiled_code, lazy_output_diagnostic
 from . import module_formulas  # noqa: F401  (fills the built-in handler registry)
 from ._guards import depth_headroom, model_lock
 from ._walk import named_modules
@@ -518,14 +518,16 @@ def crawl_module(
     with gc_paused():
         with model_lock(module), depth_headroom():
             recorder = _Recorder(module, mode == "full", custom)
-            output = _run(module, recorder, mapping, call_args, call_kwargs)
+            with eager_compiled_code("the crawl's forward", module) as compiled:
+                output = _run(module, recorder, mapping, call_args, call_kwargs)
         built = build(recorder.calls, mode, recorder.counter, fill)
         report = _assemble(module, mode, built, recorder, call_args, call_kwargs, output)
         failures = built.handler_failures
         # the calls and per-call scratch die here, by reference count: the collector's first
         # pass after the pause then scans only what the report keeps
         del recorder, built, output
-    report.diagnostics[:0] = notes
+    unwrapped = any(d.code == "compiled_module_unwrapped" for d in notes)
+    report.diagnostics[:0] = notes + ([] if unwrapped else compiled)
     if strict:
         incomplete = _incomplete(report, failures)
         if incomplete:

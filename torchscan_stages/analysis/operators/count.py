@@ -14,7 +14,7 @@ from ...report import (
     IncompleteAnalysisError,
     MetricResult,
 )
-from ...workloads import lazy_output_diagnostic
+from ...workloads import eager_compiled_code, lazy_output_diagnostic
 from ..model_forms import without_data_diagnostics
 from .counter import OperatorCounter, _check_name
 from .lookup import classify_custom_mapping
@@ -58,7 +58,7 @@ def count_workload(
     tracker = ModuleStack()
     counter = OperatorCounter(custom, owner=StackOwner(tracker.stack))
     with gc_paused():  # see _gc: keeps the per-module cost flat on large models
-        with tracker, counter:
+        with eager_compiled_code() as compiled_notes, tracker, counter:
             output = workload()
         # a tensor or None is never deferred work: skip the generator / iterator checks
         plain = output is None or isinstance(output, torch.Tensor)
@@ -67,6 +67,7 @@ def count_workload(
         report = counter.report(name=name, scope="workload", module_rollup=True)
     if counter.data_kind not in (_UNSEEN, None):
         report.diagnostics[:0] = without_data_diagnostics(counter.data_kind)
+    report.diagnostics[:0] = compiled_notes
     _mark_no_work(report, lazy, _no_arithmetic(report))
     modes = counter.grad_modes
     return report, (True in modes) if modes else None
