@@ -460,10 +460,11 @@ class _AffineLeaf(nn.Module):
         return x * self.g + self.b
 
 
-def test_multiplying_own_work_keeps_macs_unknown() -> None:
+def test_own_interpolation_and_affine_macs_follow_their_conventions() -> None:
     up = crawl_module(_UpsamplesItself(), (2, 3, 3))
-    # the 1x1 conv's MACs are known: 2*9 outputs * 2 inputs = 36; the interpolation's are not
-    assert up.totals.macs.status == "partial" and up.totals.macs.known_value == 36
+    # the 1x1 conv: 2*9 outputs * 2 inputs = 36 MACs; its own bilinear interpolation at
+    # nn.Upsample's 3 MACs per output element: 2 x 6 x 6 = 72 outputs -> 216; total 252
+    assert up.totals.macs.status == "complete" and up.totals.macs.value == 36 + 216
     affine = crawl_module(_AffineLeaf(), (4,))
     # separate element-wise mul and add outside any norm are FLOPs, not MACs: its own
     # operators ran no tensor product, so 0 MACs (method operator_fill), FLOPs unavailable

@@ -188,3 +188,20 @@ def test_mamba2_root_params_and_encodec_weight_norm_records() -> None:
     # every weight-normed convolution: its weight norm's FLOPs inside a complete record
     assert convs and all(r.metrics.module_flops.is_complete for r in convs)
     assert report.totals.parameters.value == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize(
+    "config_class",
+    ["Gemma3TextConfig", "Llama4TextConfig", "ModernBertConfig", "DPTConfig", "MobileViTConfig"],
+)
+def test_survey_families_once_partial_are_complete(config_class: str) -> None:
+    """The survey's small configs of the families whose MACs were partial: Gemma-3 and
+    ModernBERT's rotary tables (no ``inv_freq``) and Llama-4's experts (called with the
+    hidden states alone) no longer claimed by name; DPT and MobileViT's own bilinear
+    interpolation at nn.Upsample's MACs."""
+    from benchmarks.survey_hf import _build_any
+
+    model, inputs = _build_any(config_class)
+    report = crawl_module(model, kwargs=inputs)
+    assert not [d for d in report.diagnostics if d.code == "handler_failed"]
+    assert report.totals.macs.is_complete

@@ -42,7 +42,7 @@ from .handlers import (
 )
 from .operators import OperatorCounter, OwnerOps
 from .own_macs import macs_free as _no_macs
-from .own_macs import products_known
+from .own_macs import own_macs, products_known
 from .packed_params import holds_packed_weights, packed_tensors, storage_bytes
 from .parametrized import parametrization_lists
 from .receptive import receptive_chain
@@ -303,7 +303,7 @@ def _unsupported(own: _Own, i: int, call: Call, ops: OwnerOps | None, what: str)
         own.metrics[i]["macs"] = complete("macs", 0)
     elif products:  # structural: its MACs are the multiply-adds of the products it ran
         assert ops is not None
-        own.metrics[i]["macs"] = _status_metric("complete", ops.product_flops // 2, "MACs")
+        own.metrics[i]["macs"] = _status_metric("complete", own_macs(ops), "MACs")
     own.participates[i] = not call.children and not call.inside_inclusive
     if not own.once(call, "unsupported"):
         return

@@ -13,6 +13,8 @@ Two rules (both need every own operator counted by a built-in formula):
 
 from __future__ import annotations
 
+from .module_formulas.upsample import UPSAMPLE_COST
+from .operator_formulas.pooling import INTERPOLATION_FLOPS
 from .operators import OwnerOps
 
 # Operators that do no multiply-accumulate under the module formulas' conventions
@@ -43,6 +45,17 @@ _AFFINE_MACS = (
     *("layer_norm", "group_norm", "batch_norm", "rms_norm", "instance_norm", "upsample"),
     *("grid_sampler", "lerp", "addcmul", "addcdiv", "embedding_bag"),
 )
+# functional interpolation in a module's own forward: nn.Upsample's MACs per output element
+# (upsample.py), read from the operator's FLOPs per output element (operator_formulas)
+_INTERPOLATION_MACS = {
+    f"aten.{name}": (INTERPOLATION_FLOPS[name], UPSAMPLE_COST[mode][1])
+    for name, mode in (
+        ("upsample_linear1d", "linear"),
+        ("upsample_bilinear2d", "bilinear"),
+        ("upsample_trilinear3d", "trilinear"),
+        ("upsample_bicubic2d", "bicubic"),
+    )
+}
 
 
 def macs_free(ops: OwnerOps) -> bool:
@@ -77,4 +90,19 @@ def products_known(ops: OwnerOps) -> bool:
     """
     if not ops.complete or ops.unclassified_calls:
         return False
-    return not any(marker in name for name in ops.counted_calls for marker in _AFFINE_MACS)
+    return not any(
+        marker in name
+        for name in ops.counted_calls
+        if name not in _INTERPOLATION_MACS
+        for marker in _AFFINE_MACS
+    )
+
+
+def own_macs(ops: OwnerOps) -> int:
+    """MACs of a module's own operators (when :func:`products_known`): the tensor products'
+    multiply-adds, plus forward interpolation at nn.Upsample's MACs per output element."""
+    macs = ops.product_flops // 2
+    for name, (flops_per_output, macs_per_output) in _INTERPOLATION_MACS.items():
+        flops = ops.op_flops.get(name, 0)
+        macs += flops // flops_per_output * macs_per_output
+    return macs

@@ -26,6 +26,7 @@ FLOPs = 1 MAC, every elementary operation 1 FLOP, DMAs in elements.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -340,7 +341,7 @@ def family_of(
     last = names[0]
     if any(n.endswith("RMSNorm") for n in names) or last == "T5LayerNorm":
         return "RMSNorm", rms_norm
-    if any(n.endswith("RotaryEmbedding") for n in names):
+    if any(n.endswith("RotaryEmbedding") for n in names) and _fits(_rotary_fits, module):
         return "RotaryEmbedding", rotary_embedding
     if last.endswith("GRN") and _fits(_grn_fits, module):
         return "global response norm", grn
@@ -362,11 +363,21 @@ def _router_fits(module: nn.Module) -> bool:
 
 def _experts_fits(module: nn.Module) -> bool:
     """The experts formula reads 3-D ``gate_up_proj`` (or ``up_proj``) and ``down_proj``
-    weights (one matrix per expert) and is called with (hidden, top_k_index, ...)."""
+    weights (one matrix per expert) and is called with (hidden, top_k_index, ...): Llama-4's
+    experts, called with the routed hidden states alone, do not fit."""
     up = getattr(module, "gate_up_proj", None)
     up = up if up is not None else getattr(module, "up_proj", None)
     down = getattr(module, "down_proj", None)
-    return all(isinstance(t, torch.Tensor) and t.dim() == 3 for t in (up, down))
+    if not all(isinstance(t, torch.Tensor) and t.dim() == 3 for t in (up, down)):
+        return False
+    parameters = inspect.signature(type(module).forward).parameters
+    return len(parameters) >= 3  # self, hidden_states, top_k_index
+
+
+def _rotary_fits(module: nn.Module) -> bool:
+    """The rotary formula reads one ``inv_freq`` buffer (Gemma-3 and ModernBERT keep one
+    per attention type, under other names)."""
+    return isinstance(getattr(module, "inv_freq", None), torch.Tensor)
 
 
 def _fits(check: Callable[[nn.Module], bool], module: nn.Module | None) -> bool:
@@ -381,6 +392,7 @@ EXPERTS_EXPECTS = (
 _STRUCTURE: dict[str, tuple[Callable[[nn.Module], bool], str]] = {
     "router": (_router_fits, ROUTER_EXPECTS),
     "experts": (_experts_fits, EXPERTS_EXPECTS),
+    "rotary_embedding": (_rotary_fits, "an `inv_freq` buffer and a (cos, sin) output"),
     "grn": (_grn_fits, "channels-last input (B, H, W, C) and (1, 1, 1, C) weight and bias"),
 }
 
