@@ -14,6 +14,8 @@ covered without a table per model:
   scores @ v), read from the shapes of the products their forward ran (the crawl's operator
   record of the call, :meth:`CallContext.own_operators`), plus scaling and softmax per score;
   their projections are child modules with their own records.
+* a family's own ``*LayerNorm`` / ``*RMSNormGated`` in Python (Cohere, Mamba2): the norm
+  formula, mean-centred unless the call ran no subtraction, plus a gate's SiLU product.
 * ``*GRN`` (ConvNeXt-V2's global response normalisation).
 * MoE ``*TopKRouter`` / ``*Router`` (a 2-D ``weight``) and ``*Experts`` (3-D expert
   weights). The name alone never claims a class: a ``*Router`` or ``*Experts`` laid out
@@ -100,6 +102,42 @@ def rms_norm(ctx: CallContext) -> dict[str, Any]:
         "dmas": x.numel() + y.numel() + param_numel(module),
         **pointwise_rf(),
     }
+
+
+def family_norm(ctx: CallContext) -> dict[str, Any]:
+    """A family's own LayerNorm (Cohere) or gated RMSNorm (Mamba2), written out in Python.
+
+    nn.LayerNorm's / nn.RMSNorm's formula (norm.py) over groups of ``group_size`` (else of
+    the weight's size); mean-centred unless the call ran no subtraction (an RMS norm); a
+    gate (second tensor argument) adds SiLU (5 per element) and its product (1 per element).
+    """
+    module: Any = ctx.module
+    x, y = in_out(ctx)
+    size = getattr(module, "group_size", None)
+    size = size if isinstance(size, int) and size > 0 else module.weight.numel()
+    own = ctx.own_operators()
+    rms = "RMS" in type(module).__name__ or (own is not None and "aten.sub" not in own.operators)
+    bias = isinstance(getattr(module, "bias", None), torch.Tensor)
+    flops, macs = norm_cost(
+        x.numel(), x.numel() // size, data_stats=True, weight=True, bias=bias, rms=rms
+    )
+    gate = ctx.args[1] if len(ctx.args) > 1 else ctx.kwargs.get("gate")
+    if isinstance(gate, torch.Tensor):
+        flops += 6 * x.numel()
+    read = x.numel() + (gate.numel() if isinstance(gate, torch.Tensor) else 0)
+    return {
+        "module_flops": flops,
+        "macs": macs,
+        "dmas": read + y.numel() + param_numel(module),
+        **pointwise_rf(),
+    }
+
+
+def _family_norm_fits(module: nn.Module) -> bool:
+    """A Python norm with a ``weight`` (no nn.LayerNorm subclass: that has its handler)."""
+    return isinstance(getattr(module, "weight", None), torch.Tensor) and not isinstance(
+        module, (nn.LayerNorm, nn.GroupNorm)
+    )
 
 
 def rotary_embedding(ctx: CallContext) -> dict[str, Any]:
@@ -341,6 +379,8 @@ def family_of(
     last = names[0]
     if any(n.endswith("RMSNorm") for n in names) or last == "T5LayerNorm":
         return "RMSNorm", rms_norm
+    if last.endswith(("LayerNorm", "RMSNormGated")) and _fits(_family_norm_fits, module):
+        return "family norm", family_norm
     if any(n.endswith("RotaryEmbedding") for n in names) and _fits(_rotary_fits, module):
         return "RotaryEmbedding", rotary_embedding
     if last.endswith("GRN") and _fits(_grn_fits, module):
@@ -392,6 +432,7 @@ EXPERTS_EXPECTS = (
 _STRUCTURE: dict[str, tuple[Callable[[nn.Module], bool], str]] = {
     "router": (_router_fits, ROUTER_EXPECTS),
     "experts": (_experts_fits, EXPERTS_EXPECTS),
+    "family_norm": (_family_norm_fits, "a `weight` tensor and a tensor input to normalise"),
     "rotary_embedding": (_rotary_fits, "an `inv_freq` buffer and a (cos, sin) output"),
     "grn": (_grn_fits, "channels-last input (B, H, W, C) and (1, 1, 1, C) weight and bias"),
 }
