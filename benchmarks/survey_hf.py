@@ -1,11 +1,14 @@
-"""Is measure_flops complete on the model families people bring? A survey, not a test.
+"""Is the analysis complete on the model families people bring? A survey, not a test.
 
-Run: ``python benchmarks/survey_hf.py [--train] [ConfigClass ...]``. Builds each listed
-transformers config class with small dimensions (only the keys it knows), random weights
-and no download, runs one forward under no_grad (``--train``: a forward + backward in train
-mode) inside ``measure_flops`` and prints one line per model: the status of the total and of
-the products, and every uncounted operator with its call count. A model whose tiny config
-does not build or run prints ERROR with the reason (a survey gap, not a counting result).
+Run: ``python benchmarks/survey_hf.py [--markdown] [NAME ...]``. Builds each family with small
+dimensions, random weights and no download: the transformers config classes listed here
+(only the keys each knows) and the hand-written configs of ``integrations/hf_families.py``
+(named in lower case: ``dbrx``, ``mamba2``, ...). Per family it reports, with no user code:
+the status of ``crawl_module``'s module MACs, and the status of ``measure_flops``' tensor-
+product share for one forward under no_grad and for a forward + backward in train mode,
+with every uncounted operator (forward / training) and its call count. A family whose tiny
+config does not build or run prints ERROR with the reason (a survey gap, not a counting
+result). ``--markdown`` prints the table docs/models-and-inputs.md records, and its totals.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 import torch
 
+from torchscan_stages import crawl_module
 from torchscan_stages.analysis.operators import measure_flops
 from torchscan_stages.integrations.hf_models import build_hf_model
 
@@ -136,35 +140,73 @@ def _first_float(output: Any) -> torch.Tensor:
     return next(v for v in values if isinstance(v, torch.Tensor) and v.is_floating_point())
 
 
-def survey(name: str, train: bool) -> str:
+def _build_any(name: str) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    from torchscan_stages.integrations.hf_families import FAMILIES as NAMED
+
+    if name in NAMED:
+        family = NAMED[name]
+        return family.build(), family.make_inputs()
+    model = _build(name)
+    return model, _inputs(model)
+
+
+def _gaps(report: Any) -> list[tuple[str | None, int | None]]:
+    return [(d.operator, d.count) for d in report.diagnostics if d.code == "uncounted_operator"]
+
+
+def survey(name: str) -> tuple[str, str, str, str, str]:
+    """(family, module MACs status, forward products, training products, uncounted ops)."""
     try:
-        model = _build(name)
-        inputs = _inputs(model)
-        if train:
-            model.train()
-            report = measure_flops(lambda: _first_float(model(**inputs)).sum().backward())
-        else:
-            with torch.no_grad():
-                report = measure_flops(lambda: model(**inputs))
+        model, inputs = _build_any(name)
+        macs = crawl_module(model, kwargs=inputs).totals.macs.status
+        with torch.no_grad():
+            forward = measure_flops(lambda: model(**inputs))
+        model.train()
+        training = measure_flops(lambda: _first_float(model(**inputs)).sum().backward())
     except Exception as error:  # a survey gap: the tiny config did not build or run
-        return f"{name:28s} ERROR {type(error).__name__}: {str(error).splitlines()[0][:120]}"
-    products = report.product_flops.status if report.product_flops else "not recorded"
-    gaps = [(d.operator, d.count) for d in report.diagnostics if d.code == "uncounted_operator"]
-    return f"{name:28s} {report.total.status} / {products} {gaps or ''}"
+        return name, "ERROR", f"{type(error).__name__}: {str(error).splitlines()[0][:80]}", "", ""
+
+    def products(report: Any) -> str:
+        return report.product_flops.status if report.product_flops else "not recorded"
+
+    gaps = _gaps(forward) + _gaps(training)
+    return name, macs, products(forward), products(training), str(gaps) if gaps else ""
 
 
 def main() -> None:
+    from torchscan_stages.integrations.hf_families import FAMILIES as NAMED
+
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("configs", nargs="*", default=FAMILIES)
-    parser.add_argument("--train", action="store_true")
+    parser.add_argument("names", nargs="*", default=[*FAMILIES, *NAMED])
+    parser.add_argument("--markdown", action="store_true")
     options = parser.parse_args()
     warnings.simplefilter("ignore")
     from transformers.utils import logging
 
     logging.set_verbosity_error()
     torch.set_num_threads(1)
-    for name in options.configs:
-        print(survey(name, options.train), flush=True)
+    rows = []
+    if options.markdown:
+        print("| family | module MACs | forward products | training products | uncounted |")
+        print("| --- | --- | --- | --- | --- |")
+    for name in options.names:
+        row = survey(name)
+        rows.append(row)
+        if options.markdown:
+            print("| " + " | ".join(cell.replace("|", "/") for cell in row) + " |", flush=True)
+        else:
+            print(
+                f"{row[0]:28s} MACs {row[1]:9s} forward {row[2]:9s} training {row[3]:9s} {row[4]}",
+                flush=True,
+            )
+    ran = [r for r in rows if r[1] != "ERROR"]
+    complete = {
+        "module MACs": sum(r[1] == "complete" for r in ran),
+        "forward products": sum(r[2] == "complete" for r in ran),
+        "training products": sum(r[3] == "complete" for r in ran),
+    }
+    summary = ", ".join(f"{k} complete on {v}/{len(ran)}" for k, v in complete.items())
+    print(f"\n{len(ran)} of {len(rows)} families built and ran; {summary}")
 
 
 if __name__ == "__main__":

@@ -14,13 +14,21 @@ A workload whose operators all produce empty tensors (a batch of 0) did run, and
 are true for that empty batch, but they are no measurement of the model: ``empty_work`` says
 so beside them. These checks live on the ground floor so that analysis and measurement both
 use them without importing each other.
+
+Workloads that call ``torch.compile``'d code (:func:`eager_compiled_code`): every pass that
+watches a workload through a dispatch mode (operator counter, memory tracker, work probe)
+runs it with compile directives ignored; see there.
 """
 
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+import torch
 
 from .report import Diagnostic
 
@@ -124,3 +132,54 @@ def empty_work_diagnostic(operators: int, elements_out: int, metric: str) -> Dia
         message=f"all {operators} operator call(s) of the workload produced empty tensors "
         "(a batch of 0?): the numbers describe no work; give the workload non-empty inputs",
     )
+
+
+def _compiled_frames() -> int:
+    """Frames Dynamo has compiled in this process (0 when Dynamo was never loaded)."""
+    if "torch._dynamo" not in sys.modules:
+        return 0
+    counters: Any = sys.modules["torch._dynamo"].utils.counters
+    return int(counters["frames"].get("ok", 0))
+
+
+def _in_place_compiled(module: Any) -> bool:
+    return getattr(module, "_compiled_call_impl", None) is not None
+
+
+@contextmanager
+def eager_compiled_code(
+    scope: str = "the workload", module: Any = None
+) -> Iterator[list[Diagnostic]]:
+    """Run the block with ``torch.compile`` directives ignored, leaving compiled code as
+    found; yields the list that gets the report's ``compiled_code_eager`` diagnostic (when
+    this process compiled code). ``scope`` names the pass in that message.
+
+    Under a dispatch mode (the operator counter) Dynamo cannot run a compiled graph's fused
+    kernels through the dispatcher, and entering a compiled frame there can make Dynamo
+    recompile it, or mark its code to be skipped from then on: the compiled model then runs
+    eagerly after the count (pytorch/pytorch#140909). So every counting pass runs the workload
+    under ``torch.compiler.set_stance("force_eager")``: compiled functions run their own Python
+    code eagerly (the operators counted are exactly the eager model's), Dynamo is not entered,
+    and no cache entry, guard or frame flag changes. The report says so whenever this process
+    has compiled code.
+    """
+    notes: list[Diagnostic] = []
+    if "torch._dynamo" not in sys.modules:  # nothing was ever compiled: no stance to set
+        yield notes
+        return
+    with torch.compiler.set_stance("force_eager"):
+        yield notes
+    frames = _compiled_frames()
+    if frames or _in_place_compiled(module):
+        notes.append(
+            Diagnostic(
+                code="compiled_code_eager",
+                severity="info",
+                message=f"this process has torch.compile'd code ({frames} frame(s) compiled): "
+                f"{scope} ran under torch.compiler.set_stance('force_eager'), so compiled "
+                "functions it called ran their own Python code and were counted as the "
+                "eager model (the fused kernels of an inductor graph never pass through "
+                "operator dispatch); their compiled graphs, guards and caches are left as "
+                "found, with no recompilation",
+            )
+        )

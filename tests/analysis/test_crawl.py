@@ -12,8 +12,8 @@ from torch import nn
 
 from torchscan_stages.analysis.crawl import crawl_module
 from torchscan_stages.analysis.handlers import CallContext, ModuleHandler, register_handler
-from torchscan_stages.analysis.layer_records import MAC_FREE_OPERATORS as _MAC_FREE_OPERATORS
 from torchscan_stages.analysis.operator_formulas import FORMULAS
+from torchscan_stages.analysis.own_macs import MAC_FREE_OPERATORS as _MAC_FREE_OPERATORS
 from torchscan_stages.report import AnalysisReport, IncompleteAnalysisError, MetricResult
 from torchscan_stages.zoo import small_resnet, tiny_transformer
 
@@ -152,10 +152,18 @@ class _NormsItself(nn.Module):
         return torch.nn.functional.layer_norm(self.proj(x), (4,), self.weight)
 
 
-@pytest.mark.parametrize("block", [_ScaledByMatrix, _NormsItself])
-def test_own_products_or_norms_leave_macs_incomplete(block: type[nn.Module]) -> None:
-    report = crawl_module(block(), (4,))
-    # the Linear's 4*4 = 16 MACs are known; the container's own matmul / affine MACs are not
+def test_own_products_give_macs_from_the_operators() -> None:
+    report = crawl_module(_ScaledByMatrix(), (4,))
+    # the Linear's 4*4 = 16 MACs, plus the container's own (1, 4) @ (4, 4) mm: 16 multiply-adds
+    # read from the product it ran (method operator_fill) -> 32, complete with no user code
+    assert report.totals.macs.status == "complete" and report.totals.macs.value == 32
+    assert report.totals.macs.method == "module_formula+operator_fill"
+
+
+def test_own_norms_leave_macs_incomplete() -> None:
+    report = crawl_module(_NormsItself(), (4,))
+    # the Linear's 4*4 = 16 MACs are known; the norm's affine MACs (its family's convention,
+    # which its operator's product share does not carry) are not
     assert report.totals.macs.status == "partial" and report.totals.macs.known_value == 16
 
 
@@ -441,7 +449,7 @@ class _UpsamplesItself(nn.Module):
 
 
 class _AffineLeaf(nn.Module):
-    """x * g + b in a leaf: the affine the norm formulas count as MACs."""
+    """x * g + b in a leaf, outside any norm: element-wise FLOPs, no tensor product."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -452,12 +460,17 @@ class _AffineLeaf(nn.Module):
         return x * self.g + self.b
 
 
-def test_multiplying_own_work_keeps_macs_unknown() -> None:
+def test_own_interpolation_and_affine_macs_follow_their_conventions() -> None:
     up = crawl_module(_UpsamplesItself(), (2, 3, 3))
-    # the 1x1 conv's MACs are known: 2*9 outputs * 2 inputs = 36; the interpolation's are not
-    assert up.totals.macs.status == "partial" and up.totals.macs.known_value == 36
+    # the 1x1 conv: 2*9 outputs * 2 inputs = 36 MACs; its own bilinear interpolation at
+    # nn.Upsample's 3 MACs per output element: 2 x 6 x 6 = 72 outputs -> 216; total 252
+    assert up.totals.macs.status == "complete" and up.totals.macs.value == 36 + 216
     affine = crawl_module(_AffineLeaf(), (4,))
-    assert affine.totals.macs.status == "unavailable"
+    # separate element-wise mul and add outside any norm are FLOPs, not MACs: its own
+    # operators ran no tensor product, so 0 MACs (method operator_fill), FLOPs unavailable
+    assert (affine.totals.macs.status, affine.totals.macs.value) == ("complete", 0)
+    assert affine.totals.macs.method == "operator_fill"
+    assert affine.totals.module_flops.status == "unavailable"
 
 
 def test_mac_free_operators_all_have_builtin_formulas() -> None:

@@ -40,10 +40,11 @@ def test_call_count_and_linear_macs_closed_form() -> None:
     assert {layer.metrics.macs.value for layer in linear} == {LINEAR_MACS}  # 1280 each
     # own products of each Linear by operator dispatch: 2 FLOPs per MAC = 2560
     assert {layer.operator_flops.own_products.value for layer in linear} == {2 * LINEAR_MACS}
-    # the MoE layer's own silu * up and residual adds have no module formula: a lower bound
-    # of exactly the Linear MACs, never a complete number
+    # the MoE layer's own silu * up and residual adds run no tensor product: 0 own MACs
+    # read from its operators, so the total is exactly the Linear MACs
     macs = report.totals.macs
-    assert macs.status == "partial" and macs.known_value == TOTAL_MACS == 46080
+    assert macs.status == "complete" and macs.value == TOTAL_MACS == 46080
+    assert macs.method == "module_formula+operator_fill"
 
 
 def test_fill_from_operators_completes_macs_on_meta() -> None:

@@ -82,7 +82,7 @@ class Gated(nn.Module):
 
 
 class Affine(nn.Module):
-    """x * g + b in the module's own forward: a multiply-add the formulas count as a MAC."""
+    """x * g + b in the module's own forward, outside any norm (no tensor product)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -100,6 +100,10 @@ def test_elementwise_product_without_accumulation_has_no_macs() -> None:
     assert report.totals.module_flops.status == "partial"  # its 8 multiplies have no formula
 
 
-def test_multiply_beside_an_add_keeps_macs_unknown() -> None:
+def test_multiply_beside_an_add_outside_a_norm_is_no_mac() -> None:
     report = crawl_module(Affine(), (4,))
-    assert report.totals.macs.status == "unavailable"
+    # no tensor product among its own operators: 0 MACs read from them (operator_fill); the
+    # 8 element-wise FLOPs have no module formula
+    assert (report.totals.macs.status, report.totals.macs.value) == ("complete", 0)
+    assert report.totals.macs.method == "operator_fill"
+    assert report.totals.module_flops.status == "unavailable"

@@ -38,11 +38,12 @@ from ..report import (
     IncompleteAnalysisError,
     MetricResult,
 )
-from ..workloads import lazy_output_diagnostic
+from ..workloads import eager_compiled_code, lazy_output_diagnostic
 from . import module_formulas  # noqa: F401  (fills the built-in handler registry)
 from ._guards import depth_headroom, model_lock
 from ._walk import named_modules
 from .handlers import (
+    HANDLERS,
     SCOPE,
     CallContext,
     ModuleHandler,
@@ -59,6 +60,8 @@ from .model_forms import (
     without_data_diagnostics,
 )
 from .operators import OperatorCounter, StackOwner, classify_custom_mapping
+from .packed_params import holds_packed_weights, packed_tensors, storage_bytes
+from .parametrized import inside_parametrizations, with_parametrizations
 from .tensor_meta import call_meta, meta_of
 
 COST_METRICS = ("module_flops", "macs", "dmas")
@@ -231,6 +234,20 @@ _new_context = object.__new__
 _set_dict = object.__setattr__
 
 
+def _checks_structure(
+    module_type: type[nn.Module], custom: Mapping[type[nn.Module], ModuleHandler]
+) -> bool:
+    """Does any candidate handler of ``module_type`` check each module's structure? (Then
+    the lookup runs per module: two instances of a class can differ in what they hold.)"""
+    for cls in module_type.__mro__:
+        for handler in (custom.get(cls) if custom else None, HANDLERS.get(cls)):
+            if handler is not None and handler.accepts is not None:
+                return True
+        if cls is nn.Module:
+            break
+    return False
+
+
 class _Recorder:
     """The crawl's two global hooks and the call tree they build (crawling thread only).
 
@@ -256,6 +273,9 @@ class _Recorder:
         self.known: dict[int, list[Any]] = {}
         named = named_modules(module)  # _walk: the same pairs, one loop
         self.modules = [sub for _, sub in named]
+        hidden = inside_parametrizations(named)  # weight_norm & co: part of their owner's call
+        if hidden:
+            named = [(path, sub) for path, sub in named if id(sub) not in hidden]
         if not full:  # a structure crawl looks up no handler
             self.known = {id(sub): [sub, path, None, False, 0] for path, sub in named}
             return
@@ -266,9 +286,11 @@ class _Recorder:
         for path, sub in named:
             found = by_type.get(type(sub))
             if found is None:  # one MRO walk per module type, not per module
-                handler = lookup_handler(type(sub), custom)
+                handler = lookup_handler(type(sub), custom, sub)
                 is_custom = handler is not None and any(handler is h for h in custom.values())
-                found = by_type[type(sub)] = (handler, is_custom)
+                found = (handler, is_custom)
+                if not _checks_structure(type(sub), custom):  # else: per instance
+                    by_type[type(sub)] = found
             self.known[id(sub)] = [sub, path, found[0], found[1], 0]
 
     def own_operators(self, key: str) -> OwnOperators | None:
@@ -398,8 +420,11 @@ class _Recorder:
                     call.result = handler.callback(context)
             else:
                 call.result = handler.callback(context)
+            if "parametrizations" in call.module._modules:
+                call.result = with_parametrizations(call.result, call.module, call.path)
         except Exception as error:  # a failing estimate must not break the forward
-            call.error = f"{type(error).__name__}: {error}"
+            text = str(error).strip() or "(no message)"
+            call.error = f"{type(error).__name__}: {text}"
 
 
 # ------------------------------------------------------------------------------- totals
@@ -423,6 +448,10 @@ def _tensor_sums(modules: list[nn.Module]) -> tuple[int, int, int, int, int]:
                 total += n
                 trainable += n if p.requires_grad else 0
                 pbytes += n * p.element_size()
+        if holds_packed_weights(sub):  # quantize_dynamic's packed int8/fp16 weights
+            for tensor in packed_tensors(sub):
+                total += tensor.numel()
+                pbytes += storage_bytes(tensor)
         for b in sub._buffers.values():
             if b is not None and id(b) not in seen_buffers:
                 seen_buffers.add(id(b))
@@ -491,14 +520,16 @@ def crawl_module(
         with model_lock(module), depth_headroom():
             module = _own_flags(module)
             recorder = _Recorder(module, mode == "full", custom)
-            output = _run(module, recorder, mapping, call_args, call_kwargs)
+            with eager_compiled_code("the crawl's forward", module) as compiled:
+                output = _run(module, recorder, mapping, call_args, call_kwargs)
         built = build(recorder.calls, mode, recorder.counter, fill)
         report = _assemble(module, mode, built, recorder, call_args, call_kwargs, output)
         failures = built.handler_failures
         # the calls and per-call scratch die here, by reference count: the collector's first
         # pass after the pause then scans only what the report keeps
         del recorder, built, output
-    report.diagnostics[:0] = notes
+    unwrapped = any(d.code == "compiled_module_unwrapped" for d in notes)
+    report.diagnostics[:0] = notes + ([] if unwrapped else compiled)
     if strict:
         incomplete = _incomplete(report, failures)
         if incomplete:

@@ -3,7 +3,9 @@
 Built-in formulas and user ``custom_modules`` are the same type and go through the same
 lookup, so there is never a second table to drift out of sync. ``register_handler`` refuses
 bad and duplicate keys (like torch's ``register_flop_formula``); lookup walks
-``type(module).__mro__`` so subclasses resolve to their closest registered ancestor.
+``type(module).__mro__`` so subclasses resolve to their closest registered ancestor whose
+``accepts`` check (the structure the formula reads: attributes, shapes, an unchanged
+forward) holds for the module; a candidate that does not fit is passed over, never claimed.
 """
 
 from __future__ import annotations
@@ -97,12 +99,17 @@ class ModuleHandler:
     infinity or a negative count is refused (``handler_failed``), never summed. An optional
     ``"diagnostics"`` entry (list of Diagnostic or str) travels with the record.
     ``inclusive=True`` declares that the estimate covers the whole subtree, so children are
-    not counted again in totals (their records are still produced).
+    not counted again in totals (their records are still produced). ``accepts(module)``
+    checks, before the handler claims a module, the structure the formula relies on (a
+    module it returns False for falls through to the next candidate along the MRO);
+    ``expects`` says in words what that structure is, quoted in every failure message.
     """
 
     callback: Callback
     inclusive: bool = False
     name: str | None = field(default=None, compare=False)
+    accepts: Callable[[nn.Module], bool] | None = field(default=None, compare=False)
+    expects: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not callable(self.callback):
@@ -111,6 +118,21 @@ class ModuleHandler:
             )
         if not isinstance(self.inclusive, bool):
             raise TypeError(f"ModuleHandler(inclusive=...) must be a bool, got {self.inclusive!r}")
+        if self.accepts is not None and not callable(self.accepts):
+            raise TypeError(
+                "ModuleHandler(accepts=...) must be callable(module) -> bool, "
+                f"got {type(self.accepts).__name__}"
+            )
+
+    def fits(self, module: nn.Module) -> bool:
+        """Does ``module`` have the structure this handler reads? (True without ``accepts``;
+        a check that raises counts as False: the structure is not there.)"""
+        if self.accepts is None:
+            return True
+        try:
+            return bool(self.accepts(module))
+        except Exception:  # an attribute the check reads is missing: the module does not fit
+            return False
 
     @property
     def label(self) -> str:
@@ -127,11 +149,16 @@ def _check_module_type(key: Any, where: str) -> type[nn.Module]:
 
 
 def register_handler(
-    *module_types: type[nn.Module], inclusive: bool = False, name: str | None = None
+    *module_types: type[nn.Module],
+    inclusive: bool = False,
+    name: str | None = None,
+    accepts: Callable[[nn.Module], bool] | None = None,
+    expects: str | None = None,
 ) -> Callable[[Callback], Callback]:
     """Decorator registering ``callback`` as the built-in handler of ``module_types``.
 
-    ``name`` labels the handler in reports (default: the callback's qualified name).
+    ``name`` labels the handler in reports (default: the callback's qualified name);
+    ``accepts``/``expects`` as on :class:`ModuleHandler`.
     """
     if not module_types:
         raise TypeError("register_handler() needs at least one nn.Module subclass")
@@ -142,7 +169,9 @@ def register_handler(
 
     def register(callback: Callback) -> Callback:
         label = name if name is not None else callback.__qualname__
-        handler = ModuleHandler(callback, inclusive=inclusive, name=label)
+        handler = ModuleHandler(
+            callback, inclusive=inclusive, name=label, accepts=accepts, expects=expects
+        )
         for module_type in types:
             HANDLERS[module_type] = handler
         return callback
@@ -174,18 +203,31 @@ def validate_custom_modules(
 
 
 def lookup_handler(
-    module_type: type[nn.Module], custom: Mapping[type[nn.Module], ModuleHandler]
+    module_type: type[nn.Module],
+    custom: Mapping[type[nn.Module], ModuleHandler],
+    module: nn.Module | None = None,
 ) -> ModuleHandler | None:
-    """Closest handler along the MRO; at equal distance a custom handler wins."""
+    """Closest handler along the MRO that fits ``module``; at equal distance a custom handler
+    wins. A candidate whose ``accepts`` refuses the module is passed over (without a module,
+    every candidate is taken as fitting)."""
     for cls in module_type.__mro__:
-        handler = custom.get(cls) if custom else None
-        if handler is None:
-            handler = HANDLERS.get(cls)
-        if handler is not None:
-            return handler
+        for handler in (custom.get(cls) if custom else None, HANDLERS.get(cls)):
+            if handler is not None and (module is None or handler.fits(module)):
+                return handler
         if cls is nn.Module:
             break
     return None
+
+
+def same_forward(base: type[nn.Module]) -> Callable[[nn.Module], bool]:
+    """An ``accepts`` check: the module runs ``base``'s own forward (a subclass that replaces
+    forward computes something else, which ``base``'s formula does not describe)."""
+
+    def accepts(module: nn.Module) -> bool:
+        return type(module).forward is base.forward
+
+    accepts.__qualname__ = f"same_forward({base.__qualname__})"
+    return accepts
 
 
 # effective padding may be negative (a transposed convolution with a large padding); every
@@ -258,3 +300,17 @@ def as_diagnostics(items: Any, path: str) -> list[Diagnostic]:
         else:
             out.append(Diagnostic(code="handler_note", message=str(item), path=path))
     return out
+
+
+def expectation(handler: ModuleHandler) -> str:
+    """What a handler relies on, for its failure messages: its ``expects`` text, else the
+    first line of its callback's docstring, else the generic handler contract."""
+    if handler.expects:
+        return handler.expects
+    doc = (getattr(handler.callback, "__doc__", None) or "").strip()
+    if doc:
+        return f"the call its formula describes ({doc.splitlines()[0].rstrip('.')})"
+    return (
+        "a call it can describe, returning a mapping of metrics "
+        f"(any of {', '.join(FORMULA_METRICS)}) with counts >= 0"
+    )

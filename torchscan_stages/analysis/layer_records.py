@@ -37,38 +37,20 @@ from .handlers import (
     ModuleHandler,
     as_diagnostics,
     complete_metric,
+    expectation,
     to_metric,
 )
 from .operators import OperatorCounter, OwnerOps
+from .own_macs import macs_free as _no_macs
+from .own_macs import own_macs, products_known
+from .packed_params import holds_packed_weights, packed_tensors, storage_bytes
+from .parametrized import parametrization_lists
 from .receptive import receptive_chain
 
 Mode = Literal["full", "structure"]
 COST_METRICS = ("module_flops", "macs", "dmas")
 RF_METRICS = ("receptive_field", "effective_stride", "effective_padding")
 _VIEW_LIKE_REASONS = ("view or metadata", "host synchronisation", "profiler annotation")
-# Operators that do no multiply-accumulate under the module formulas' conventions
-# (activations, pooling and softmax modules have 0 MACs): a module running only these itself
-# has exactly 0 own MACs. An allow-list, because a multiply hides MACs in many shapes (an
-# affine x*g+b, a manual dot product, lerp, addcmul, linear upsampling, grid sampling).
-MAC_FREE_OPERATORS = frozenset(
-    f"aten.{name}"
-    for name in (  # noqa: SIM905 (a word list reads better than 90 lines of strings)
-        "add add_ sub sub_ rsub neg neg_ abs abs_ div div_ true_divide maximum minimum relu "
-        "relu_ relu6 relu6_ clamp clamp_ clamp_min clamp_min_ clamp_max clamp_max_ hardtanh "
-        "hardtanh_ threshold threshold_ leaky_relu leaky_relu_ elu elu_ selu selu_ celu "
-        "celu_ gelu gelu_ silu silu_ sigmoid sigmoid_ tanh tanh_ hardswish hardswish_ "
-        "hardsigmoid hardsigmoid_ mish mish_ softplus exp exp_ log log_ sqrt sqrt_ rsqrt "
-        "rsqrt_ eq ne lt le gt ge logical_and logical_or logical_not max_pool1d max_pool2d "
-        "max_pool3d max_pool2d_with_indices max_pool3d_with_indices avg_pool1d avg_pool2d "
-        "avg_pool3d _adaptive_avg_pool2d _adaptive_avg_pool3d adaptive_avg_pool1d "
-        "adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d mean sum amax amin max "
-        "min _softmax _log_softmax all any bitwise_and bitwise_or bitwise_xor bitwise_not"
-    ).split()
-)
-_PRODUCTS = frozenset({"aten.mul", "aten.mul_"})
-_ACCUMULATING = frozenset(
-    f"aten.{name}" for name in ("add", "add_", "sub", "sub_", "rsub", "sum", "mean")
-)
 _RESULT_KEYS = frozenset({*FORMULA_METRICS, "diagnostics"})
 OPERATOR_UNIT = "FLOPs"
 OPERATOR_METHOD = "operator_dispatch"
@@ -194,7 +176,8 @@ def handler_metrics(call: Call) -> tuple[dict[str, MetricResult], list[Diagnosti
             severity="error",
             path=call.path,
             message=f"handler {label} for {type(call.module).__name__} at {where}"
-            f" (call {call.call_index}) raised {call.error}; its metrics are unavailable",
+            f" (call {call.call_index}) raised {call.error}; it expects "
+            f"{expectation(call.handler)}; its metrics are unavailable",
         )
         return {}, [failed], True
     result = call.result
@@ -216,33 +199,11 @@ def handler_metrics(call: Call) -> tuple[dict[str, MetricResult], list[Diagnosti
             severity="error",
             path=call.path,
             message=f"handler {label} for {type(call.module).__name__} at {where} "
-            f"(call {call.call_index}) returned an invalid result: {error}; its metrics are "
-            "unavailable",
+            f"(call {call.call_index}) returned an invalid result: {error}; it expects "
+            f"{expectation(call.handler)}; its metrics are unavailable",
         )
         return {}, [failed], True
     return metrics, diagnostics, False
-
-
-def _macs_free(ops: OwnerOps) -> bool:
-    """True when a module's own operators are known to do no multiply-accumulate.
-
-    Every operator it ran itself must be counted by a built-in formula (no custom formula,
-    nothing uncounted) and be on the allow-list: a residual ``add``, an activation, a
-    pooling, a softmax or a plain reduction in a container's forward; or element-wise
-    ``mul`` with no add, subtract or reduction beside it (nothing to accumulate a product
-    into). Then the module's own MACs are exactly 0 even though its own FLOPs have no module
-    formula.
-    """
-    if ops.uncounted_calls or ops.unclassified_calls:
-        return False
-    names = ops.counted_calls
-    if all(name in MAC_FREE_OPERATORS for name in names):
-        return True
-    # element-wise products with nothing to accumulate them into (a gated MLP's act(g) * u,
-    # a scaling by a constant): no multiply-accumulate either
-    return all(n in MAC_FREE_OPERATORS or n in _PRODUCTS for n in names) and not any(
-        n in _ACCUMULATING for n in names
-    )
 
 
 def _own_ops_state(ops: OwnerOps | None, counter: OperatorCounter) -> tuple[bool, bool, str]:
@@ -336,9 +297,13 @@ def _status_metric(status: str, value: int, unit: str) -> MetricResult:
 def _unsupported(own: _Own, i: int, call: Call, ops: OwnerOps | None, what: str) -> None:
     """A module without handler that computes itself: unavailable own part + a diagnostic."""
     own.metrics[i] = {m: unavailable(m) for m in COST_METRICS}
-    macs_free = ops is not None and _macs_free(ops)
+    macs_free = ops is not None and _no_macs(ops)
+    products = ops is not None and not macs_free and products_known(ops)
     if macs_free:
         own.metrics[i]["macs"] = complete("macs", 0)
+    elif products:  # structural: its MACs are the multiply-adds of the products it ran
+        assert ops is not None
+        own.metrics[i]["macs"] = _status_metric("complete", own_macs(ops), "MACs")
     own.participates[i] = not call.children and not call.inside_inclusive
     if not own.once(call, "unsupported"):
         return
@@ -347,6 +312,10 @@ def _unsupported(own: _Own, i: int, call: Call, ops: OwnerOps | None, what: str)
         "its module FLOPs and DMAs are a lower bound or unavailable (its MACs are "
         "complete: those operators do no multiply-accumulate)"
         if macs_free
+        else "its module FLOPs and DMAs are a lower bound or unavailable (its MACs are "
+        "complete, method operator_fill: the multiply-adds of the tensor products its own "
+        "operators ran; element-wise multiplies and adds count as FLOPs, not MACs)"
+        if products
         else "its module metrics are a lower bound or unavailable"
     )
     name = type(call.module).__name__
@@ -354,7 +323,7 @@ def _unsupported(own: _Own, i: int, call: Call, ops: OwnerOps | None, what: str)
         Diagnostic(
             code="unsupported_module",
             path=call.path,
-            metric="module_flops,dmas" if macs_free else "module_flops,macs,dmas",
+            metric="module_flops,dmas" if macs_free or products else "module_flops,macs,dmas",
             message=f"{kind} {name} at {call.path or '<root>'} has no handler and its own "
             f"forward computes outside its children ({what}); {affected}. Fix: "
             f"custom_modules={{{name}: ModuleHandler(...)}}, or fill_from_operators=[{name}] "
@@ -567,11 +536,16 @@ _NO_TENSORS: tuple[dict[str, int], list[tuple[int, int]]] = (
 
 def _module_sums(module: nn.Module) -> tuple[dict[str, int], list[tuple[int, int]]]:
     """A ParameterStats state with shared_parameters 0, and the (id, numel) of each parameter."""
-    if not module._parameters and not module._buffers:
+    plists = parametrization_lists(module) if "parametrizations" in module._modules else []
+    packed = packed_tensors(module) if holds_packed_weights(module) else []
+    if not module._parameters and not module._buffers and not plists and not packed:
         return _NO_TENSORS
     params = buffers = trainable = pbytes = bbytes = 0
     ids = []
-    for p in module._parameters.values():
+    own = list(module._parameters.values())
+    for plist in plists:  # weight_norm's original0/1: the parametrised module's own tensors
+        own.extend(plist.parameters())
+    for p in own:
         if p is None:
             continue
         n = p.numel()
@@ -579,6 +553,9 @@ def _module_sums(module: nn.Module) -> tuple[dict[str, int], list[tuple[int, int
         trainable += n if p.requires_grad else 0
         pbytes += n * p.element_size()
         ids.append((id(p), n))
+    for tensor in packed:  # frozen: quantized weights take no gradient
+        params += tensor.numel()
+        pbytes += storage_bytes(tensor)
     for b in module._buffers.values():
         if b is None:
             continue

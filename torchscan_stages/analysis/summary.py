@@ -15,8 +15,10 @@ from torch import nn
 
 from ..render.text import compact_metric, compact_number
 from ..report import AnalysisReport, Diagnostic, IncompleteAnalysisError, LayerRecord
+from ._walk import named_modules
 from .crawl import Mode, crawl_module
 from .handlers import ModuleHandler
+from .module_formulas._common import subtree_param_numel
 from .tensor_meta import describe_shape
 
 COLUMNS = ("Layer", "Type", "Output shape", "Params", "FLOPs", "MACs", "DMAs", "RF", "Op FLOPs")
@@ -27,7 +29,7 @@ def _layer_row(report: AnalysisReport, layer: LayerRecord, held: dict[str, int])
     label = "  " * layer.depth + (layer.name or report.model_type)
     if layer.call_index:
         label += f" (call {layer.call_index})"
-    count = layer.params.parameters if layer.is_leaf else held.get(layer.path, 0)
+    count = held.get(layer.path, 0) if layer.path in held else layer.params.parameters
     params = compact_number(count) if count else "-"
     if layer.params.shared_parameters:
         params += " (shared)"
@@ -54,12 +56,25 @@ def _uncalled_row(path: str, held: int, types: Mapping[str, str]) -> tuple[str, 
     return (label, kind, "-", compact_number(held) if held else "-", "-", "-", "-", "-", "-")
 
 
+def held_parameters(module: nn.Module) -> dict[str, int]:
+    """Parameters of every module path's whole subtree, called or not, each tensor once.
+
+    A report only knows the modules that ran; a child used through its weight alone (Mamba2's
+    ``conv1d.weight`` read by a fused kernel, a weight-norm parametrisation) holds parameters
+    the records never see, which the footer's total does count.
+    """
+    return {path: subtree_param_numel(sub) for path, sub in named_modules(module)}
+
+
 def _rows(
-    report: AnalysisReport, max_depth: int | None, types: Mapping[str, str]
+    report: AnalysisReport,
+    max_depth: int | None,
+    types: Mapping[str, str],
+    held_by_path: Mapping[str, int] | None = None,
 ) -> list[tuple[str, ...]]:
     """Table rows in call order, with a row for each uncalled ancestor before its first child,
     so every layer sits under its true parent."""
-    held = report.subtree_parameters()  # uncalled ancestors included
+    held = dict(held_by_path) if held_by_path else report.subtree_parameters()
     shown = {layer.path for layer in report.layers}
     rows: list[tuple[str, ...]] = []
     for layer in report.layers:
@@ -99,13 +114,16 @@ def format_table(
     report: AnalysisReport,
     max_depth: int | None = None,
     types: Mapping[str, str] | None = None,
+    held: Mapping[str, int] | None = None,
 ) -> str:
     """The summary table, totals and grouped diagnostics of a report as plain text.
 
     ``types`` (path -> class name) names containers that were never called; without it they
-    show as ``(not called)``.
+    show as ``(not called)``. ``held`` (path -> parameters of its subtree, from
+    :func:`held_parameters` of the model) makes each Params cell count every parameter
+    under the module, called or not; without it the cells sum the records.
     """
-    rows = _rows(report, max_depth, types or {})
+    rows = _rows(report, max_depth, types or {}, held)
     widths = [
         max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(COLUMNS)
     ]
@@ -175,11 +193,9 @@ def summary(
     ):
         raise ValueError(f"max_depth must be a non-negative int or None, got {max_depth!r}")
     out = file if file is not None else sys.stdout
-    types = (
-        {path: type(sub).__name__ for path, sub in module.named_modules()}
-        if isinstance(module, nn.Module)
-        else {}
-    )
+    is_module = isinstance(module, nn.Module)
+    types = {path: type(sub).__name__ for path, sub in module.named_modules()} if is_module else {}
+    held = held_parameters(module) if is_module else None
     try:
         report = crawl_module(
             module,
@@ -196,7 +212,7 @@ def summary(
         )
     except IncompleteAnalysisError as error:
         if isinstance(error.report, AnalysisReport):
-            print(format_table(error.report, max_depth, types), end="", file=out)
+            print(format_table(error.report, max_depth, types, held), end="", file=out)
         raise
-    print(format_table(report, max_depth, types), end="", file=out)
+    print(format_table(report, max_depth, types, held), end="", file=out)
     return report

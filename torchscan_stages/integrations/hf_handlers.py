@@ -14,7 +14,13 @@ covered without a table per model:
   scores @ v), read from the shapes of the products their forward ran (the crawl's operator
   record of the call, :meth:`CallContext.own_operators`), plus scaling and softmax per score;
   their projections are child modules with their own records.
-* MoE ``*TopKRouter`` / ``*Router`` and ``*Experts`` (3-D expert weights).
+* a family's own ``*LayerNorm`` / ``*RMSNormGated`` in Python (Cohere, Mamba2): the norm
+  formula, mean-centred unless the call ran no subtraction, plus a gate's SiLU product.
+* ``*GRN`` (ConvNeXt-V2's global response normalisation).
+* MoE ``*TopKRouter`` / ``*Router`` (a 2-D ``weight``) and ``*Experts`` (3-D expert
+  weights). The name alone never claims a class: a ``*Router`` or ``*Experts`` laid out
+  differently (DBRX's router holds a ``Linear``, its experts a GLU child) gets no family
+  handler, and its children and own operators are analysed instead.
 
 Conventions are the module formulas' (``analysis/module_formulas``): one multiply-add = 2
 FLOPs = 1 MAC, every elementary operation 1 FLOP, DMAs in elements.
@@ -22,6 +28,7 @@ FLOPs = 1 MAC, every elementary operation 1 FLOP, DMAs in elements.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -95,6 +102,42 @@ def rms_norm(ctx: CallContext) -> dict[str, Any]:
         "dmas": x.numel() + y.numel() + param_numel(module),
         **pointwise_rf(),
     }
+
+
+def family_norm(ctx: CallContext) -> dict[str, Any]:
+    """A family's own LayerNorm (Cohere) or gated RMSNorm (Mamba2), written out in Python.
+
+    nn.LayerNorm's / nn.RMSNorm's formula (norm.py) over groups of ``group_size`` (else of
+    the weight's size); mean-centred unless the call ran no subtraction (an RMS norm); a
+    gate (second tensor argument) adds SiLU (5 per element) and its product (1 per element).
+    """
+    module: Any = ctx.module
+    x, y = in_out(ctx)
+    size = getattr(module, "group_size", None)
+    size = size if isinstance(size, int) and size > 0 else module.weight.numel()
+    own = ctx.own_operators()
+    rms = "RMS" in type(module).__name__ or (own is not None and "aten.sub" not in own.operators)
+    bias = isinstance(getattr(module, "bias", None), torch.Tensor)
+    flops, macs = norm_cost(
+        x.numel(), x.numel() // size, data_stats=True, weight=True, bias=bias, rms=rms
+    )
+    gate = ctx.args[1] if len(ctx.args) > 1 else ctx.kwargs.get("gate")
+    if isinstance(gate, torch.Tensor):
+        flops += 6 * x.numel()
+    read = x.numel() + (gate.numel() if isinstance(gate, torch.Tensor) else 0)
+    return {
+        "module_flops": flops,
+        "macs": macs,
+        "dmas": read + y.numel() + param_numel(module),
+        **pointwise_rf(),
+    }
+
+
+def _family_norm_fits(module: nn.Module) -> bool:
+    """A Python norm with a ``weight`` (no nn.LayerNorm subclass: that has its handler)."""
+    return isinstance(getattr(module, "weight", None), torch.Tensor) and not isinstance(
+        module, (nn.LayerNorm, nn.GroupNorm)
+    )
 
 
 def rotary_embedding(ctx: CallContext) -> dict[str, Any]:
@@ -199,10 +242,44 @@ def attention(ctx: CallContext) -> dict[str, Any]:
             2 * macs_value, unit="FLOPs", scope=SCOPE, method=METHOD
         )
         return result
-    scores = macs_value // (2 * head_dim)
+    # multi-head latent attention (DeepSeek-V2/V3) scores with qk_head_dim and mixes values
+    # of v_head_dim: each score costs their sum in multiply-adds; else 2 x head_dim
+    qk, v = getattr(ctx.module, "qk_head_dim", None), getattr(ctx.module, "v_head_dim", None)
+    per_score = qk + v if isinstance(qk, int) and isinstance(v, int) else 2 * head_dim
+    scores = macs_value // per_score
     masked = isinstance(ctx.kwargs.get("attention_mask"), torch.Tensor)
     result["module_flops"] = 2 * macs_value + scores * (6 + (1 if masked else 0))
     return result
+
+
+def grn(ctx: CallContext) -> dict[str, Any]:
+    """ConvNeXt-V2's global response normalisation on channels-last x (B, H, W, C).
+
+    Per (B, C): the spatial L2 norm (square + accumulate 2 per element, 1 sqrt); its mean
+    over channels (1 add per channel, 1 divide and 1 eps add per sample); normalising (1
+    divide per (B, C)); then ``weight * (x * n) + bias + x``: 4 per element, of which the
+    affine multiply-add is 1 MAC per element (the norm convention). DMAs: input, output and
+    the two (C,) parameters.
+    """
+    module: Any = ctx.module
+    x, y = in_out(ctx)
+    n, batch, channels = x.numel(), x.shape[0], x.shape[-1]
+    flops = 2 * n + batch * channels + (batch * channels + 2 * batch) + batch * channels + 4 * n
+    return {
+        "module_flops": flops,
+        "macs": n,
+        "dmas": x.numel() + y.numel() + param_numel(module),
+        **pointwise_rf(),
+    }
+
+
+def _grn_fits(module: nn.Module) -> bool:
+    """GRN's formula reads a channels-last (1, 1, 1, C) ``weight`` and ``bias``."""
+    weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
+    return all(
+        isinstance(t, torch.Tensor) and t.dim() == 4 and t.shape[:3] == (1, 1, 1)
+        for t in (weight, bias)
+    )
 
 
 def router(ctx: CallContext) -> dict[str, Any]:
@@ -278,6 +355,8 @@ _PROJECTIONS = frozenset(
         "Wqkv",
         "query_key_value",
         "in_proj",
+        "q_a_proj",  # multi-head latent attention (DeepSeek-V2/V3): low-rank queries
+        "kv_a_proj_with_mqa",  # and the shared compressed keys/values
     ]
 )
 
@@ -300,17 +379,63 @@ def family_of(
     last = names[0]
     if any(n.endswith("RMSNorm") for n in names) or last == "T5LayerNorm":
         return "RMSNorm", rms_norm
-    if any(n.endswith("RotaryEmbedding") for n in names):
+    if last.endswith(("LayerNorm", "RMSNormGated")) and _fits(_family_norm_fits, module):
+        return "family norm", family_norm
+    if any(n.endswith("RotaryEmbedding") for n in names) and _fits(_rotary_fits, module):
         return "RotaryEmbedding", rotary_embedding
-    if any(n.endswith(("TopKRouter", "Router")) for n in names):
+    if last.endswith("GRN") and _fits(_grn_fits, module):
+        return "global response norm", grn
+    if any(n.endswith(("TopKRouter", "Router")) for n in names) and _fits(_router_fits, module):
         return "MoE router", router
-    if any(n.endswith("Experts") for n in names):
+    if any(n.endswith("Experts") for n in names) and _fits(_experts_fits, module):
         return "MoE experts", experts
     projects = module is not None and bool(_PROJECTIONS & set(module._modules))
     if projects and any(n.endswith("Attention") for n in names):
         return "attention", attention
     return None
 
+
+def _router_fits(module: nn.Module) -> bool:
+    """The router formula reads a (experts, width) ``weight`` it multiplies itself."""
+    weight = getattr(module, "weight", None)
+    return isinstance(weight, torch.Tensor) and weight.dim() == 2
+
+
+def _experts_fits(module: nn.Module) -> bool:
+    """The experts formula reads 3-D ``gate_up_proj`` (or ``up_proj``) and ``down_proj``
+    weights (one matrix per expert) and is called with (hidden, top_k_index, ...): Llama-4's
+    experts, called with the routed hidden states alone, do not fit."""
+    up = getattr(module, "gate_up_proj", None)
+    up = up if up is not None else getattr(module, "up_proj", None)
+    down = getattr(module, "down_proj", None)
+    if not all(isinstance(t, torch.Tensor) and t.dim() == 3 for t in (up, down)):
+        return False
+    parameters = inspect.signature(type(module).forward).parameters
+    return len(parameters) >= 3  # self, hidden_states, top_k_index
+
+
+def _rotary_fits(module: nn.Module) -> bool:
+    """The rotary formula reads one ``inv_freq`` buffer (Gemma-3 and ModernBERT keep one
+    per attention type, under other names)."""
+    return isinstance(getattr(module, "inv_freq", None), torch.Tensor)
+
+
+def _fits(check: Callable[[nn.Module], bool], module: nn.Module | None) -> bool:
+    return module is None or check(module)
+
+
+ROUTER_EXPECTS = "a 2-D `weight` (experts, width) and a tensor input of width `width`"
+EXPERTS_EXPECTS = (
+    "3-D `gate_up_proj` or `up_proj` and `down_proj` weights (one matrix per expert), "
+    "called as forward(hidden_states, top_k_index, top_k_weights)"
+)
+_STRUCTURE: dict[str, tuple[Callable[[nn.Module], bool], str]] = {
+    "router": (_router_fits, ROUTER_EXPECTS),
+    "experts": (_experts_fits, EXPERTS_EXPECTS),
+    "family_norm": (_family_norm_fits, "a `weight` tensor and a tensor input to normalise"),
+    "rotary_embedding": (_rotary_fits, "an `inv_freq` buffer and a (cos, sin) output"),
+    "grn": (_grn_fits, "channels-last input (B, H, W, C) and (1, 1, 1, C) weight and bias"),
+}
 
 _resolved: set[type] = set()
 
@@ -325,7 +450,9 @@ def register_transformers_class(module: nn.Module) -> ModuleHandler | None:
     if found is None or module_type in HANDLERS:
         return HANDLERS.get(module_type)
     family, formula = found
-    register_handler(module_type, name=f"hf_handlers.{formula.__name__} ({family})")(formula)
+    accepts, expects = _STRUCTURE.get(formula.__name__, (None, None))
+    label = f"hf_handlers.{formula.__name__} ({family})"
+    register_handler(module_type, name=label, accepts=accepts, expects=expects)(formula)
     return HANDLERS[module_type]
 
 

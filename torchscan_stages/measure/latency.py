@@ -58,7 +58,7 @@ from ..report import (
     MetricResult,
 )
 from ..stats import median_precision, relative_iqr, summarize
-from ..workloads import Workload, lazy_output_diagnostic
+from ..workloads import Workload, eager_compiled_code, lazy_output_diagnostic
 from .host import BlockTrace, HostMonitor, classify_blocks, host_diagnostics, process_probe
 from .latency_options import (
     MAX_CALLS_PER_BLOCK,
@@ -236,7 +236,9 @@ def _warm_up(
     start = read()
     while warmup > 0 and (calls == 0 or read() - start < warmup):
         if calls == 0 and probe is not None:
-            with probe:
+            # a dispatch mode around compiled code: ignore compile directives for this one
+            # call, or Dynamo may leave the compiled model running eagerly afterwards
+            with eager_compiled_code("the work probe"), probe:
                 workload()
         else:
             workload()

@@ -34,6 +34,7 @@ from ..report import BenchmarkReport, Diagnostic, MemorySection, MetricResult
 from ..workloads import (
     Workload,
     WorkTally,
+    eager_compiled_code,
     empty_work_diagnostic,
     lazy_output_diagnostic,
     no_operators_diagnostic,
@@ -243,8 +244,9 @@ def run_peak_memory(workload: Workload, device: torch.device) -> MemoryRun:
         torch.cuda.reset_peak_memory_stats(device)
         baseline["accelerator_allocated"] = torch.cuda.memory_allocated(device)
         baseline["accelerator_reserved"] = torch.cuda.memory_reserved(device)
-    with tracker:
+    with eager_compiled_code("the memory pass") as compiled, tracker:
         output = workload()
+    diagnostics += compiled  # compiled code ran eagerly: its eager tensors were tracked
     lazy = lazy_output_diagnostic(output, "memory")
     del output
     if cuda:

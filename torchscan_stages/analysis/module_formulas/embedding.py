@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 
 from ...report import MetricResult
@@ -24,17 +25,39 @@ def _max_norm_partial(flops: int) -> MetricResult:
     return MetricResult.partial(flops, unit="FLOPs", scope="forward", method="module_formula")
 
 
-@register_handler(nn.Embedding)
+def _has_table(module: nn.Module) -> bool:
+    weight = getattr(module, "weight", None)
+    return isinstance(weight, torch.Tensor) and weight.dim() == 2
+
+
+@register_handler(
+    nn.Embedding,
+    accepts=_has_table,
+    expects="an embedding table `weight` of shape (rows, dim) and a tensor output of "
+    "looked-up rows (..., dim)",
+)
 def embedding(ctx: CallContext) -> dict[str, Any]:
+    """A table lookup: 0 FLOPs; indices + rows gathered + output written.
+
+    A subclass whose forward takes something else than the indices (Pegasus/Marian's
+    sinusoidal positions take the input shape and build the positions themselves) still
+    looks up one row per output row: the indices are then the output's rows.
+    """
     module = ctx.module
-    assert isinstance(module, nn.Embedding)
-    indices = first_tensor(ctx.args) if ctx.args else first_tensor(ctx.kwargs)
+    width = int(module.weight.shape[-1])  # type: ignore[index]
     out = first_tensor(ctx.output)
-    assert indices is not None and out is not None
+    if out is None or out.shape[-1] != width:
+        raise TypeError(
+            f"{type(module).__name__} returned {None if out is None else tuple(out.shape)}, "
+            f"not rows of its table's width {width}"
+        )
+    indices = first_tensor(ctx.args) if ctx.args else first_tensor(ctx.kwargs)
+    is_index = indices is not None and not indices.is_floating_point()
+    looked_up = indices.numel() if is_index else out.numel() // out.shape[-1]  # type: ignore[union-attr]
     result: dict[str, Any] = {
         "module_flops": 0,
         "macs": 0,
-        "dmas": indices.numel() + 2 * out.numel(),
+        "dmas": looked_up + 2 * out.numel(),
         **pointwise_rf(),
     }
     if module.max_norm is not None:

@@ -53,30 +53,34 @@ MISSING: set[str] = set()
 PRODUCT_SHARE: dict[Packet, ProductShare] = {}
 
 
-def _resolve(names: Iterable[str]) -> list[Packet]:
+def _resolve(names: Iterable[str], namespace: str = "aten") -> list[Packet]:
     packets: list[Packet] = []
+    ops = getattr(torch.ops, namespace)
     for name in names:
         try:
-            packet = getattr(torch.ops.aten, name)
+            packet = getattr(ops, name)
         except (AttributeError, RuntimeError):
-            MISSING.add(f"aten.{name}")
+            MISSING.add(f"{namespace}.{name}")
             continue
         if packet in FORMULAS or packet in IGNORED or packet in packets:
-            raise RuntimeError(f"duplicate registration for aten.{name}")
+            raise RuntimeError(f"duplicate registration for {namespace}.{name}")
         packets.append(packet)
     return packets
 
 
-def formula(*names: str, products: ProductShare = "none") -> Callable[[RawFormula], RawFormula]:
-    """Register ``fn(args, kwargs, out) -> int`` for each ``aten.<name>`` packet.
+def formula(
+    *names: str, products: ProductShare = "none", namespace: str = "aten"
+) -> Callable[[RawFormula], RawFormula]:
+    """Register ``fn(args, kwargs, out) -> int`` for each ``<namespace>.<name>`` packet.
 
     ``products`` says how much of the count is tensor products: ``"none"`` (pointwise,
     normalisation, reductions...), ``"all"`` (matmul, convolution) or ``"split"`` (a fused
-    kernel whose formula returns :class:`Flops`).
+    kernel whose formula returns :class:`Flops`). ``namespace``: ``aten`` unless the
+    operator lives elsewhere (``quantized.linear_dynamic``).
     """
 
     def register(fn: RawFormula) -> RawFormula:
-        for packet in _resolve(names):
+        for packet in _resolve(names, namespace):
             FORMULAS[packet] = fn
             if products != "none":
                 PRODUCT_SHARE[packet] = products

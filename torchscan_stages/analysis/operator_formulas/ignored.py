@@ -185,6 +185,7 @@ ignore(
     "masked_select",
     "masked_scatter",
     "masked_scatter_",
+    "masked_scatter_backward",  # gathers grad_output where the mask is set (Llava training)
     "where",
     "take",
     "nonzero",
@@ -262,6 +263,8 @@ ignore(
     "is_nonzero",
     "equal",
     "allclose",
+    "_is_all_true",  # torch's all() check of a bool tensor for a Python bool (Llava's
+    "_is_any_true",  # image-token check): a host-side predicate, as equal/allclose
     "_print",
     "is_pinned",
     "_nested_tensor_size",

@@ -124,12 +124,13 @@ def _interpolation(per_element: int, backward: bool) -> Any:
     return count
 
 
-for _name, _cost in (
-    ("upsample_linear1d", 3),
-    ("upsample_bilinear2d", 7),
-    ("upsample_trilinear3d", 15),
-    ("upsample_bicubic2d", 31),
-):
+INTERPOLATION_FLOPS = {  # FLOPs per output element of each interpolation operator
+    "upsample_linear1d": 3,
+    "upsample_bilinear2d": 7,
+    "upsample_trilinear3d": 15,
+    "upsample_bicubic2d": 31,
+}
+for _name, _cost in INTERPOLATION_FLOPS.items():
     register_formula(_interpolation(_cost, False), _name)
     register_formula(_interpolation(_cost, True), f"{_name}_backward")
 register_formula(_interpolation(7, False), "grid_sampler_2d")

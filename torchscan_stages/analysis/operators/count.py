@@ -16,7 +16,7 @@ from ...report import (
     IncompleteAnalysisError,
     MetricResult,
 )
-from ...workloads import lazy_output_diagnostic, no_operators_diagnostic
+from ...workloads import eager_compiled_code, lazy_output_diagnostic, no_operators_diagnostic
 from ..model_forms import without_data_diagnostics
 from .counter import OperatorCounter, _check_name
 from .lookup import classify_custom_mapping
@@ -60,7 +60,7 @@ def count_workload(
     tracker = ModuleStack()
     counter = OperatorCounter(custom, owner=StackOwner(tracker.stack))
     with gc_paused(), _recursion_headroom():  # see _gc: flat per-module cost on large models
-        with tracker, counter:
+        with eager_compiled_code() as compiled_notes, tracker, counter:
             output = workload()
         # a tensor or None is never deferred work: skip the generator / iterator checks
         plain = output is None or isinstance(output, torch.Tensor)
@@ -69,6 +69,7 @@ def count_workload(
         report = counter.report(name=name, scope="workload", module_rollup=True)
     if counter.data_kind not in (_UNSEEN, None):
         report.diagnostics[:0] = without_data_diagnostics(counter.data_kind)
+    report.diagnostics[:0] = compiled_notes
     _mark_no_work(report, lazy, _no_arithmetic(report))
     if lazy is None:
         _mark_no_operators(report)
