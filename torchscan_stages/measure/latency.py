@@ -17,7 +17,7 @@ Method (torch.utils.benchmark's blocked idea, with an adaptive stop):
    (block averages spread less), while the time left fits ``min_blocks`` such blocks.
 
 Every block is probed outside its timed region (process CPU time and involuntary context
-switches, through psutil) so that blocks the host took the CPU from are classified in the
+switches, via time.process_time and getrusage) so that blocks the host took the CPU from are classified in the
 report (``latency.noise``; they are kept, never deleted), and the host's load at start and
 end goes into the report's provenance with a ``loaded_host`` warning when other processes
 competed for the cores. A wall-clock backstop (time.monotonic, independent of the clock in
@@ -199,7 +199,7 @@ class _Blocks:
 
 
 def probe_for(options: LatencyOptions) -> Probe | None:
-    """The per-block probe: the injected one, else psutil's unless the clock is simulated."""
+    """The per-block probe: the injected one, else the process probe unless the clock is simulated."""
     if options.probe is not None:
         return options.probe
     return process_probe() if options.clock is None else None
