@@ -24,14 +24,14 @@ from ..report import (
     PerformanceDelta,
 )
 from .interleave import LOCATION_LEVEL, InterleavedRun, latency_verdict, ratio_of_locations
-from .paired import paired_ratio, pick, undisturbed_rounds, widened
+from .paired import paired_ratio, paired_sides, widened
 
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 2000
 DEFAULT_MAX_NOISE = 0.05
 DEFAULT_CI_FLOOR = 0.005
-DEFAULT_MIN_CPU_SHARE = 0.25  # see docs/comparison.md, "Verdicts under load"
+DEFAULT_MIN_CPU_SHARE = 0.1  # see docs/comparison.md, "Verdicts under load"
 
 
 def _not_int(value: object) -> bool:
@@ -113,17 +113,13 @@ class Judge:
     def settled(self, run: InterleavedRun) -> bool:
         """The adaptive stop: the interval of the undisturbed rounds, widened by the A/A
         control, is narrower than the minimum effect (relative width)."""
-        rounds = len(run.baseline_blocks)
-        clean = undisturbed_rounds(run.traces, rounds)
-        if clean is not None and len(clean) < self.min_blocks:
+        sides = paired_sides(run, self.min_blocks)
+        if sides.undisturbed is not None and sides.undisturbed < self.min_blocks:
             return False
-        base = pick(run.baseline_blocks, clean)
-        estimate = paired_ratio(base, pick(run.candidate_blocks, clean), confidence=self.confidence)
+        estimate = paired_ratio(sides.base, sides.cand, confidence=self.confidence)
         control = None
-        if run.control_blocks:
-            control = paired_ratio(
-                base, pick(run.control_blocks, clean), confidence=self.confidence
-            )
+        if sides.control:
+            control = paired_ratio(sides.control_base, sides.control, confidence=self.confidence)
         final = widened(estimate, control, self.ci_floor)
         if final.low is None or final.high is None:
             return False

@@ -126,8 +126,12 @@ def run_interleaved(
     run = InterleavedRun(
         [],
         [],
-        cal[0].calls_per_block,
-        cal[1].calls_per_block,
+        # one block size for every side: under load a block's per-call average depends on
+        # how many calls it holds (a longer block catches a preemption more often but
+        # spreads it over more calls), so sides of unequal block sizes are not exchangeable
+        # and even an A/A pair would differ; the larger size keeps both above the target
+        max(c.calls_per_block for c in cal),
+        max(c.calls_per_block for c in cal),
         warmup_calls,
         2 * warmup_calls + cal[0].calls_made + cal[1].calls_made,
         0.0,

@@ -23,7 +23,7 @@ from ..measure.host import pressure_text
 from ..report import Diagnostic, HostState, MetricResult, PerformanceDelta
 from .deltas import Judge
 from .interleave import InterleavedRun, RatioEstimate, latency_verdict
-from .paired import PairedEstimate, cpu_share, paired_ratio, pick, undisturbed_rounds, widened
+from .paired import PairedEstimate, cpu_share, paired_ratio, paired_sides, widened
 
 SCOPE = "warmed_block_average"
 
@@ -86,7 +86,7 @@ def _judged(
 
 
 def _busy_reason(
-    share: float | None, clean: list[int] | None, rounds: int, judge: Judge, host: HostState | None
+    share: float | None, clean: int | None, rounds: int, judge: Judge, host: HostState | None
 ) -> str | None:
     """Why the host was too busy for a verdict, naming the measured pressure; None if not."""
     why: list[str] = []
@@ -95,10 +95,10 @@ def _busy_reason(
             f"the workloads got {share:.0%} of their blocks' wall time as CPU time, below "
             f"min_cpu_share {judge.min_cpu_share:.0%}"
         )
-    if clean is not None and len(clean) < judge.min_blocks:
+    if clean is not None and clean < judge.min_blocks:
         why.append(
-            f"only {len(clean)} of {rounds} rounds ran without an involuntary context "
-            f"switch, fewer than min_blocks {judge.min_blocks}"
+            f"only {clean} of {rounds} rounds ran both blocks without losing the CPU "
+            f"(involuntary context switches), fewer than min_blocks {judge.min_blocks}"
         )
     if not why:
         return None
@@ -111,16 +111,14 @@ def paired_deltas(
 ) -> PairedOutcome:
     """Latency (and, when probed, CPU time) deltas of an interleaved run by the rule above."""
     rounds = len(run.baseline_blocks)
-    clean = undisturbed_rounds(run.traces, rounds)
+    sides = paired_sides(run, judge.min_blocks)
     share = cpu_share(run.traces)
-    busy = _busy_reason(share, clean, rounds, judge, host)
-    used = clean if clean is not None and len(clean) >= judge.min_blocks else None
-    base, cand = pick(run.baseline_blocks, used), pick(run.candidate_blocks, used)
+    busy = _busy_reason(share, sides.undisturbed, rounds, judge, host)
+    base, cand = sides.base, sides.cand
+    control_sides = (sides.control_base, sides.control)
     control_est = None
-    if run.control_blocks:
-        control_est = paired_ratio(
-            base, pick(run.control_blocks, used), confidence=judge.confidence
-        )
+    if sides.control:
+        control_est = paired_ratio(*control_sides, confidence=judge.confidence)
     control_final, control_verdict = (
         _judged(control_est, judge, None) if control_est else (None, None)
     )
@@ -150,13 +148,12 @@ def paired_deltas(
     latency = _delta("latency.warmed", latency_method, (base, cand), estimate, verdict)
     control = None
     if control_final is not None and control_verdict is not None:
-        control_base = (base, pick(run.control_blocks, used))
         control = _delta(
-            "latency.aa_control", latency_method, control_base, control_final, control_verdict
+            "latency.aa_control", latency_method, control_sides, control_final, control_verdict
         )
     summary = {
         "rounds": rounds,
-        "undisturbed_rounds": len(clean) if clean is not None else None,
+        "undisturbed_rounds": sides.undisturbed,
         "rounds_used": len(base),
         "cpu_share": round(share, 4) if share is not None else None,
         "host_too_busy": busy is not None,

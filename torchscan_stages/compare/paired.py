@@ -11,8 +11,9 @@ minus its true value is as likely to be positive as negative, independently acro
 the sign-test interval for its median (order statistics chosen from Binomial(n, 1/2)) then
 has at least its nominal coverage with no assumption on the noise's shape or stationarity.
 
-Rounds in which the scheduler took the CPU away from any of the three blocks (the per-block
-probe saw an involuntary context switch) are set aside: the choice depends only on the
+Pairs in which the scheduler took the CPU away from either block (the per-block probe saw an
+involuntary context switch and the block's CPU time fell more than 5% behind its wall time)
+are set aside, for the A/B pairs and the A/A pairs separately: the choice depends only on the
 host, never on which workload ran where, so the argument above still holds, and the rounds
 kept show the workloads' own ratio rather than one pulled towards 1 by added waiting.
 """
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..measure.host import BlockTrace
+from .interleave import InterleavedRun
 
 
 @dataclass(frozen=True)
@@ -86,12 +88,31 @@ def paired_ratio(
     return PairedEstimate(point, low, high, confidence, len(logs))
 
 
+UNDISTURBED_FRACTION = 0.95
+"""A block with an involuntary switch still counts as undisturbed when its CPU time per
+wall second is at least this share of the 90th percentile block's (it lost under 5%)."""
+
+
+def undisturbed_blocks(trace: BlockTrace) -> list[bool]:
+    """Per block: no involuntary context switch, or CPU/wall within 5% of the best blocks'."""
+    fractions = [
+        cpu / wall if wall > 0 else 0.0 for cpu, wall in zip(trace.cpu_s, trace.wall_s, strict=True)
+    ]
+    best = sorted(fractions)[int(0.9 * (len(fractions) - 1))] if fractions else 0.0
+    return [
+        switches == 0 or fraction >= UNDISTURBED_FRACTION * best
+        for switches, fraction in zip(trace.involuntary, fractions, strict=True)
+    ]
+
+
 def undisturbed_rounds(traces: Sequence[BlockTrace], rounds: int) -> list[int] | None:
-    """Indices of rounds whose every block ran without an involuntary context switch; None
-    when the blocks were not probed (injected clock), so no round can be told apart."""
+    """Indices of rounds whose blocks in ``traces`` all ran undisturbed (see
+    :func:`undisturbed_blocks`); None when the blocks were not probed (injected clock), so
+    no round can be told apart."""
     if rounds == 0 or any(len(trace.involuntary) != rounds for trace in traces):
         return None
-    return [i for i in range(rounds) if all(trace.involuntary[i] == 0 for trace in traces)]
+    flags = [undisturbed_blocks(trace) for trace in traces]
+    return [i for i in range(rounds) if all(flag[i] for flag in flags)]
 
 
 def cpu_share(traces: Sequence[BlockTrace]) -> float | None:
@@ -117,3 +138,33 @@ def widened(
 
 def pick(values: Sequence[float], indices: Sequence[int] | None) -> list[float]:
     return list(values) if indices is None else [values[i] for i in indices]
+
+
+@dataclass(frozen=True)
+class PairedSides:
+    """The pairs a verdict uses: A/B (baseline, candidate) and A/A (baseline, control), each
+    from the rounds where both of its blocks ran undisturbed, or from every round when
+    fewer than ``min_blocks`` did (``undisturbed`` then says how few)."""
+
+    base: list[float]
+    cand: list[float]
+    undisturbed: int | None
+    control_base: list[float]
+    control: list[float]
+
+
+def paired_sides(run: InterleavedRun, min_blocks: int) -> PairedSides:
+    rounds = len(run.baseline_blocks)
+
+    def pairs(other: list[float], trace: BlockTrace) -> tuple[list[float], list[float], int | None]:
+        clean = undisturbed_rounds([run.baseline_trace, trace], rounds)
+        used = clean if clean is not None and len(clean) >= min_blocks else None
+        found = len(clean) if clean is not None else None
+        return pick(run.baseline_blocks, used), pick(other, used), found
+
+    base, cand, undisturbed = pairs(run.candidate_blocks, run.candidate_trace)
+    control_base: list[float] = []
+    control: list[float] = []
+    if run.control_blocks:
+        control_base, control, _ = pairs(run.control_blocks, run.control_trace)
+    return PairedSides(base, cand, undisturbed, control_base, control)
