@@ -8,7 +8,6 @@ import random
 from collections.abc import Callable
 
 from torchscan_stages.compare.interleave import InterleavedRun
-from torchscan_stages.measure.host import BlockTrace
 
 Host = Callable[[int, random.Random], tuple[float, float]]
 """(slot index, generator) -> (slowdown factor, added preemption seconds)."""
@@ -68,7 +67,9 @@ def simulate(
     return run
 
 
-def fixed_alternation(truth: float, host: Host, *, rounds: int = 200, seed: int = 0) -> tuple[list[float], list[float]]:
+def fixed_alternation(
+    truth: float, host: Host, *, rounds: int = 200, seed: int = 0
+) -> tuple[list[float], list[float]]:
     """The same host under the old AB, BA, AB ... order (no control): baseline, candidate."""
     rng = random.Random(seed)
     base: list[float] = []
@@ -79,7 +80,7 @@ def fixed_alternation(truth: float, host: Host, *, rounds: int = 200, seed: int 
         for name in order:
             factor, delay = host(slot, rng)
             slot += 1
-            (base if name == "base" else cand).append((truth if name == "cand" else 1.0) * 1e-3 * factor + delay)
+            (base if name == "base" else cand).append(
+                (truth if name == "cand" else 1.0) * 1e-3 * factor + delay
+            )
     return base, cand
-
-

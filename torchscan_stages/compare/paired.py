@@ -90,7 +90,8 @@ def paired_ratio(
 
 UNDISTURBED_FRACTION = 0.95
 """A block with an involuntary switch still counts as undisturbed when its CPU time per
-wall second is at least this share of the 90th percentile block's (it lost under 5%)."""
+wall second is at least this share of the 90th percentile block's, or of 1 when that is
+lower (it lost under 5% of its wall time)."""
 
 
 def undisturbed_blocks(trace: BlockTrace) -> list[bool]:
@@ -98,7 +99,9 @@ def undisturbed_blocks(trace: BlockTrace) -> list[bool]:
     fractions = [
         cpu / wall if wall > 0 else 0.0 for cpu, wall in zip(trace.cpu_s, trace.wall_s, strict=True)
     ]
-    best = sorted(fractions)[int(0.9 * (len(fractions) - 1))] if fractions else 0.0
+    # never below 1 CPU second per wall second: a run in which every block was preempted
+    # alike must not make a preempted block look typical
+    best = max(1.0, sorted(fractions)[int(0.9 * (len(fractions) - 1))]) if fractions else 1.0
     return [
         switches == 0 or fraction >= UNDISTURBED_FRACTION * best
         for switches, fraction in zip(trace.involuntary, fractions, strict=True)

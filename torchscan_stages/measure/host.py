@@ -225,7 +225,7 @@ class HostMonitor:
         ]
         threshold = busy_threshold(usable, load_end, max(running) if running else None)
         percents = self._percents()
-        busy = [nice for percent, nice in percents if percent >= threshold]
+        busy, niced = count_busy(percents, threshold)
         delta = pressure.pressure_between(self._kernel_start, kernel_end, wall)
         psi = kernel_end.psi
         state = HostPressure(
@@ -241,7 +241,7 @@ class HostMonitor:
             steal_share=delta.steal_share,
             procs_running=max(running) if running else None,
             other_cpu_cores=round(sum(percent for percent, _ in percents) / 100.0, 3),
-            niced_busy_processes=sum(1 for nice in busy if nice > 0),
+            niced_busy_processes=niced,
             busy_percent_threshold=round(threshold, 2),
         )
         return HostState(
@@ -249,13 +249,19 @@ class HostMonitor:
             load_average_start=self._load_start,
             load_average_end=load_end,
             cpu_governor=cpu_governor(),
-            busy_processes=len(busy),
-            loaded=is_loaded(len(busy), load_end, usable, state.psi_some_share),
+            busy_processes=busy,
+            loaded=is_loaded(busy, load_end, usable, state.psi_some_share),
             host_id=host_id(),
             started_at=self._started_at,
             finished_at=_now(),
             pressure=state,
         )
+
+
+def count_busy(percents: Sequence[tuple[float, int]], threshold: float) -> tuple[int, int]:
+    """(busy, niced busy) among (CPU percent, nice) of the other processes."""
+    busy = [nice for percent, nice in percents if percent >= threshold]
+    return len(busy), sum(1 for nice in busy if nice > 0)
 
 
 def busy_threshold(
