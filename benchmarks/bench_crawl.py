@@ -63,7 +63,7 @@ def _variants(model: nn.Module, x: torch.Tensor) -> dict[str, Callable[[], objec
         with torch.no_grad():
             model(x)
 
-    def counter() -> None:  # the full crawl's operator counting alone (analysis/operators.py)
+    def counter() -> None:  # the full crawl's operator counting alone (analysis/operators/)
         with torch.no_grad(), OperatorCounter():
             model(x)
 

@@ -45,7 +45,7 @@ from torch.utils.benchmark import Timer
 from torchscan_stages.compare.benchmarks import compare_benchmarks
 from torchscan_stages.compare.interleave import LOCATION_LEVEL
 from torchscan_stages.measure.latency import measure_latency
-from torchscan_stages.measure.stats import quantile
+from torchscan_stages.stats import quantile
 
 
 def busy(seconds: float) -> Callable[[], int]:

@@ -30,7 +30,7 @@ from typing import Any
 
 from doc_sections import write_section  # benchmarks/doc_sections.py
 
-from torchscan_stages.measure.stats import quartiles
+from torchscan_stages.stats import quartiles
 
 GIB = 1 << 30
 BARS = {"save_s": 5.0, "load_s": 5.0, "render_s": 5.0, "peak_bytes": GIB}
@@ -169,7 +169,7 @@ def measure(records: int, rounds: int, render_timeout: float, before: bool) -> d
 
 
 def _median_iqr(values: list[float]) -> tuple[float, float]:
-    q1, median, q3 = quartiles(values)  # the package's (measure/stats.py), linear
+    q1, median, q3 = quartiles(values)  # the package's (stats.py), linear
     return median, q3 - q1
 
 

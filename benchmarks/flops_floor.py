@@ -30,7 +30,7 @@ from models import BenchModel, model_set, set_mixed_modes
 from peers import _EmptyDispatchMode
 
 from torchscan_stages.analysis.operators import measure_flops
-from torchscan_stages.measure.stats import quartiles
+from torchscan_stages.stats import quartiles
 
 MODELS = ("resnet50", "transformer", "scaling_5000")
 

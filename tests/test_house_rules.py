@@ -31,10 +31,32 @@ def test_no_function_in_the_package_is_longer_than_80_lines() -> None:
     assert not long, "split these at their natural seams:\n" + "\n".join(long)
 
 
+def _assigned_names(tree: ast.Module) -> list[str]:
+    """Names bound at a module's top level by ``NAME = ...`` or ``NAME: T = ...``."""
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            names += [target.id for target in node.targets if isinstance(target, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+    return names
+
+
 def test_the_workload_alias_is_defined_once() -> None:
     definitions = [
         str(path.relative_to(PACKAGE.parent))
-        for path in PACKAGE.rglob("*.py")
-        if "Workload = Callable[[], Any]" in path.read_text(encoding="utf-8")
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "Workload" in _assigned_names(ast.parse(path.read_text(encoding="utf-8")))
     ]
-    assert definitions == ["torchscan_stages/workload_type.py"]
+    assert definitions == ["torchscan_stages/workloads.py"]
+
+
+def test_resolve_device_is_defined_once() -> None:
+    definitions = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.name == "resolve_device"
+    ]
+    assert [d.split(":")[0] for d in definitions] == ["torchscan_stages/devices.py"]

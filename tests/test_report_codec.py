@@ -41,7 +41,7 @@ from torchscan_stages.report import (
     report_text,
     save_report,
 )
-from torchscan_stages.report_codec import (
+from torchscan_stages.report.codec import (
     COLUMN_DEFAULTS,
     build_layers,
     column_names,
@@ -156,7 +156,7 @@ def test_compact_analysis_is_columns_with_shared_tables() -> None:
 
 
 def test_every_record_field_has_its_column() -> None:
-    from torchscan_stages.report_codec import uncovered_fields
+    from torchscan_stages.report.codec import uncovered_fields
 
     assert uncovered_fields() == set()  # else the import itself raises, naming the field
 

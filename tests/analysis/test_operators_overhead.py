@@ -9,12 +9,8 @@ import torch
 import torch.nn as nn
 
 from torchscan_stages import FlopReport
-from torchscan_stages.analysis.operators import (
-    OperatorCounter,
-    _ModuleStack,
-    _roll_up,
-    measure_flops,
-)
+from torchscan_stages.analysis.operators import ModuleStack, OperatorCounter, measure_flops
+from torchscan_stages.analysis.operators.counter import _roll_up
 
 
 class _Inner(nn.Module):
@@ -144,7 +140,7 @@ def test_module_stack_names_what_named_modules_names() -> None:
         shared,
     )
     model.register_module("missing", None)
-    tracker = _ModuleStack()
+    tracker = ModuleStack()
     assert tracker._name(model) == "Sequential"
     expected = {id(m): path for path, m in model.named_modules(prefix="Sequential")}
     assert tracker._names == expected

@@ -28,7 +28,6 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from .._gc import gc_paused
 from ..devices import resolve_device
-from ..measure.lazy import lazy_output_diagnostic
 from ..provenance import build_provenance
 from ..report import (
     AnalysisReport,
@@ -38,6 +37,7 @@ from ..report import (
     IncompleteAnalysisError,
     MetricResult,
 )
+from ..workloads import lazy_output_diagnostic
 from . import module_formulas  # noqa: F401  (fills the built-in handler registry)
 from ._guards import depth_headroom, model_lock
 from ._walk import named_modules
@@ -611,7 +611,7 @@ def _assemble(
     if empty is not None:
         diagnostics.append(empty)
     # a forward that returned unrun work (a generator, a coroutine, a lazy iterator): the
-    # same check and diagnostic as every other pass (measure/lazy.py); costs are lower bounds
+    # same check and diagnostic as every other pass (workloads.py); costs are lower bounds
     deferred = lazy_output_diagnostic(output, "module_flops,macs,dmas,operator_flops")
     if deferred is not None:
         diagnostics.append(deferred)

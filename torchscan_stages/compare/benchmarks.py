@@ -25,7 +25,6 @@ from ..measure.host import HostMonitor, classify_blocks, host_diagnostics
 from ..measure.latency import latency_section
 from ..measure.latency_options import COMPARE_DEFAULTS, Clock, LatencyOptions, validate_work
 from ..measure.memory import measure_peak_memory
-from ..measure.stats import relative_iqr
 from ..provenance import build_provenance
 from ..report import (
     BenchmarkComparison,
@@ -38,7 +37,8 @@ from ..report import (
     PerformanceDelta,
     load_report,
 )
-from ..workload_type import Workload
+from ..stats import relative_iqr
+from ..workloads import Workload
 from .checks import Check, run_check
 from .deltas import (
     DEFAULT_CI_FLOOR,

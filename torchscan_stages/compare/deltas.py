@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from ..measure.stats import quantile, relative_iqr
 from ..report import (
     CheckResult,
     Diagnostic,
@@ -23,6 +22,7 @@ from ..report import (
     MetricResult,
     PerformanceDelta,
 )
+from ..stats import quantile, relative_iqr
 from .interleave import LOCATION_LEVEL, InterleavedRun, latency_verdict, ratio_of_locations
 from .paired import paired_ratio, paired_sides, widened
 

@@ -30,8 +30,8 @@ import numpy as np
 from ..measure.host import BlockTrace
 from ..measure.latency import calibrate_block, probe_for, probed_block, timer_resolution
 from ..measure.latency_options import LatencyOptions
-from ..measure.stats import quantile
-from ..workload_type import Workload
+from ..stats import quantile
+from ..workloads import Workload
 
 LOCATION_LEVEL = 0.1
 """Quantile of per-call block averages used as each side's location in a comparison."""

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 import psutil
 
 from ..report import BlockOutlier, Diagnostic, HostPressure, HostState, LatencyNoise
+from ..stats import quartiles
 from . import pressure
 from .latency_options import Probe
-from .stats import quartiles
 
 BUSY_PROCESS_PERCENT = 50.0  # another process using >= half a core during the run is busy
 DESCHEDULED_FRACTION = 0.9  # a block whose CPU/wall fell below 0.9 x the typical one

@@ -57,7 +57,8 @@ from ..report import (
     LatencyStats,
     MetricResult,
 )
-from ..workload_type import Workload
+from ..stats import median_precision, relative_iqr, summarize
+from ..workloads import Workload, lazy_output_diagnostic
 from .host import BlockTrace, HostMonitor, classify_blocks, host_diagnostics, process_probe
 from .latency_options import (
     MAX_CALLS_PER_BLOCK,
@@ -67,8 +68,6 @@ from .latency_options import (
     Probe,
     validate_work,
 )
-from .lazy import lazy_output_diagnostic
-from .stats import median_precision, relative_iqr, summarize
 from .work_probe import WorkProbe
 
 Progress = Callable[[str], None]

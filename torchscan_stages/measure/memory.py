@@ -31,8 +31,7 @@ from torch.utils._pytree import tree_flatten
 from ..devices import check_workload, execution_record, resolve_device
 from ..provenance import build_provenance
 from ..report import BenchmarkReport, Diagnostic, MemorySection, MetricResult
-from ..workload_type import Workload
-from .lazy import empty_work_diagnostic, lazy_output_diagnostic
+from ..workloads import Workload, empty_work_diagnostic, lazy_output_diagnostic
 
 
 def _is_view_operator(func: Any) -> bool:

@@ -20,8 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 from ..devices import check_workload, execution_record, make_synchronize, resolve_device
 from ..provenance import build_provenance
 from ..report import BenchmarkReport, Diagnostic, ProfiledOperator, ProfileSection
-from ..workload_type import Workload
-from .lazy import lazy_output_diagnostic
+from ..workloads import Workload, lazy_output_diagnostic
 
 SORT_KEYS = (
     "self_cpu_time_total",

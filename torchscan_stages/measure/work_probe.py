@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ..report import Diagnostic
-from .lazy import empty_work_diagnostic
+from ..workloads import empty_work_diagnostic
 from .memory import _is_view_operator
 
 

@@ -23,7 +23,7 @@ from ..devices import check_workload, execution_record, resolve_device
 from ..provenance import build_provenance
 from ..render.text import MARKERS, benchmark_summary
 from ..report import BenchmarkReport, Diagnostic, FlopReport, HostState
-from ..workload_type import Workload
+from ..workloads import Workload
 from .latency import run_latency
 from .latency_options import MEASURE_DEFAULTS, LatencyOptions, validate_work
 from .memory import run_peak_memory

@@ -22,7 +22,7 @@ from .loader import read_params, to_plain, under_dvc
 from .schema import ConfigError, PipelineConfig, config_section, validate_config
 
 if TYPE_CHECKING:
-    from ..report import MetricResult, RunContext, _Report
+    from ..report import BaseReport, MetricResult, RunContext
 
 WORKLOAD_KEYS = ("model", "input", "device", "precision", "threads", "seed")
 EXIT_CONFIG_ERROR = 2
@@ -55,7 +55,7 @@ class StageContext:
     def plot_path(self, name: str) -> Path:
         return self.output_dir / "plots" / f"{name}.json"
 
-    def write_report(self, report: _Report, name: str | None = None) -> Path:
+    def write_report(self, report: BaseReport, name: str | None = None) -> Path:
         path = self.report_path(name)
         if self.host_share is not None:
             stamp = self.host_share.diagnostic()
@@ -87,14 +87,14 @@ def commit_outputs(pending: dict[Path, str]) -> list[Path]:
     earlier, killed stage left beside an output are removed, as ``atomic_write_text`` does.
     """
     # atomic_write_text's two phases, for every file at once
-    from ..report import _clean_stale_temporaries, _write_temporary
+    from ..report import clean_stale_temporaries, write_temporary
 
     started = time.time()
     staged: list[tuple[str, Path]] = []
     try:
         for path, text in pending.items():
             path.parent.mkdir(parents=True, exist_ok=True)
-            staged.append((_write_temporary(path, text), path))
+            staged.append((write_temporary(path, text), path))
     except BaseException:
         for tmp, _ in staged:
             with contextlib.suppress(OSError):
@@ -103,7 +103,7 @@ def commit_outputs(pending: dict[Path, str]) -> list[Path]:
     for tmp, path in staged:
         os.replace(tmp, path)
     for tmp, path in staged:
-        _clean_stale_temporaries(path, started, os.path.basename(tmp))
+        clean_stale_temporaries(path, started, os.path.basename(tmp))
     return [path for _, path in staged]
 
 

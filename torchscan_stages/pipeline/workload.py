@@ -95,14 +95,14 @@ def _through_var_keyword(signature: inspect.Signature, kwargs: dict[str, Any]) -
     return sorted(set(kwargs) - named)
 
 
-def resolve_device(device: DeviceConfig) -> torch.device:
+def configured_device(device: DeviceConfig) -> torch.device:
     """The configured device through the library's one resolver, as a ConfigError naming
     the config key when it is absent (never a silent fallback)."""
-    from ..devices import resolve_device as resolve
+    from ..devices import resolve_device
 
     spec = device.type if device.index is None else f"{device.type}:{device.index}"
     try:
-        return resolve(spec)
+        return resolve_device(spec)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"device.type = {device.type!r}: {error}") from error
 
@@ -185,7 +185,7 @@ def build_workload(
     """
     import torch
 
-    device = resolve_device(cfg.device)
+    device = configured_device(cfg.device)
     precision = cfg.precision
     if candidate is not None and candidate.precision is not None:
         precision = candidate.precision

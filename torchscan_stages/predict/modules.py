@@ -1,6 +1,6 @@
 """The innermost running module, named by its full dotted path from the outermost module.
 
-Built on ``analysis.operators._ModuleStack`` (forward hooks, and gradient hooks that follow
+Built on ``analysis.operators.ModuleStack`` (forward hooks, and gradient hooks that follow
 the backward pass), with two differences a memory prediction needs:
 
 * every descendant is named when its outermost ancestor first runs, so a block inside a
@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..analysis.operators import _ModuleStack
+from ..analysis.operators import ModuleStack
 
 
 def in_backward() -> bool:
@@ -26,8 +26,8 @@ def in_backward() -> bool:
     return bool(torch._C._current_graph_task_id() != -1)
 
 
-class QualifiedModuleStack(_ModuleStack):
-    """``_ModuleStack`` with full paths and no gradient hooks during backward."""
+class QualifiedModuleStack(ModuleStack):
+    """``ModuleStack`` with full paths and no gradient hooks during backward."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -56,7 +56,7 @@ class PeakTracker(TorchDispatchMode):
         super().__init__()
         self.allocator = allocator
         self.ownership = ownership
-        self._modules = modules  # operators._ModuleStack: current() and _names
+        self._modules = modules  # operators.ModuleStack: current() and _names
         self._names = names  # callable: module -> dotted name
         self.current = 0
         self.peak = 0

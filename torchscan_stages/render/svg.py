@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-from ..measure.stats import quantile
 from ..report import LatencyStats, MetricResult, Status
+from ..stats import quantile
 from .format import metric_cell, seconds
 
 _LABEL_CHARS = 30

@@ -5,7 +5,7 @@ owner's output check) and ``reports/compare_diff.json`` (ReportDiff of the two m
 crawl reports). The tolerance is the owner's (``candidate.tolerance``, no default). A
 candidate that cannot run here (e.g. torch.compile without a working compiler) is recorded
 as a ``candidate_failed`` diagnostic with no numbers, never as a crash or a fabricated delta.
-All of it is one library call: :func:`compare.candidate.compare_configured_candidate`.
+All of it is one library call: :func:`pipeline.candidate.compare_configured_candidate`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ KEYS = (*WORKLOAD_KEYS, "compare", "candidate")
 
 
 def run(ctx: StageContext) -> None:
-    from ..compare.candidate import compare_configured_candidate
+    from ..pipeline.candidate import compare_configured_candidate
 
     result = compare_configured_candidate(ctx.config)
     comparison = result.comparison

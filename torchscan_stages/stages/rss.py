@@ -68,9 +68,9 @@ def config_file(ctx: StageContext) -> Iterator[Path]:
 
 def run(ctx: StageContext) -> None:
     from ..measure.rss import measure_peak_rss
-    from ..pipeline.workload import resolve_device, workload_name
+    from ..pipeline.workload import configured_device, workload_name
 
-    resolve_device(ctx.config.device)  # an absent device fails here, before the child runs
+    configured_device(ctx.config.device)  # an absent device fails here, before the child runs
     name = workload_name(ctx.config)
     with config_file(ctx) as path:
         report = measure_peak_rss(child_command(path), timeout=ctx.config.rss.timeout, name=name)

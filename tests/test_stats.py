@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from torchscan_stages.measure.stats import iqr, quantile, quartiles, relative_iqr, summarize
+from torchscan_stages.stats import iqr, quantile, quartiles, relative_iqr, summarize
 
 
 def test_quartiles_interpolate_linearly() -> None:
@@ -47,7 +47,7 @@ def test_bad_input_is_named() -> None:
 
 
 def test_median_precision_from_order_statistics() -> None:
-    from torchscan_stages.measure.stats import median_precision
+    from torchscan_stages.stats import median_precision
 
     values = [float(v) for v in range(1, 26)]  # 1..25, n = 25, median 13
     # ranks 12.5 -/+ 0.98 x 5 = 4.9: low floor(7.6) = 7 -> 8.0, high ceil(17.4) - 1 = 17 -> 18.0

@@ -1,5 +1,10 @@
-"""Workloads that do no work: unrun work (a generator) or work on empty tensors.
+"""What every measurement takes (the ``Workload`` alias) and checks on what a workload returned.
 
+``Workload`` is the one name for a zero-argument callable. A workload owns its model state,
+grad mode, precision, transfers and inputs; measuring it only calls it. Its return value is
+the output that comparisons hand to the owner's check.
+
+Workloads that do no work: unrun work (a generator) or work on empty tensors.
 A generator function called as a workload returns at once without running its body, so
 every pass would measure nothing and report a complete zero. Such an output is detected
 after the call and turned into a ``lazy_output`` diagnostic; its numbers are then lower
@@ -7,15 +12,19 @@ bounds (what ran before the work was deferred) or unavailable.
 
 A workload whose operators all produce empty tensors (a batch of 0) did run, and its numbers
 are true for that empty batch, but they are no measurement of the model: ``empty_work`` says
-so beside them.
+so beside them. These checks live on the ground floor so that analysis and measurement both
+use them without importing each other.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
-from ..report import Diagnostic
+from .report import Diagnostic
+
+Workload = Callable[[], Any]
 
 
 def is_lazy(output: object) -> bool:

@@ -27,15 +27,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .report import (
-    AnalysisReport,
-    LayerMetrics,
-    LayerOperatorFlops,
-    LayerRecord,
-    MetricResult,
-    ParameterStats,
-    ValueMeta,
-)
+from .metric import MetricResult
+from .records import LayerMetrics, LayerOperatorFlops, LayerRecord, ParameterStats, ValueMeta
 
 ENCODING = "columns"
 _M = TypeVar("_M", bound=BaseModel)
@@ -109,7 +102,7 @@ def uncovered_fields() -> set[str]:
 
 if uncovered_fields():  # a new LayerRecord field needs its column here: fail at import, loudly
     raise RuntimeError(
-        f"report_codec has no column for LayerRecord fields {sorted(uncovered_fields())}; "
+        f"report.codec has no column for LayerRecord fields {sorted(uncovered_fields())}; "
         "add each to SCALAR_COLUMNS or TABLE_COLUMNS"
     )
 
@@ -169,7 +162,7 @@ def encode_layers(layers: list[LayerRecord]) -> dict[str, Any]:
 
 def encode_report(report: BaseModel, schema_version: int) -> dict[str, Any]:
     """The compact document of any report: defaults left out, analysis layers column-wise."""
-    analysis = report if isinstance(report, AnalysisReport) else None
+    analysis = report if getattr(report, "kind", None) == "analysis" else None
     body = report.model_dump(
         mode="json", exclude_defaults=True, exclude={"layers"} if analysis else None
     )
@@ -178,7 +171,7 @@ def encode_report(report: BaseModel, schema_version: int) -> dict[str, Any]:
     kind = report.kind  # type: ignore[attr-defined]  # every report model has one
     document = {"kind": kind, "schema_version": schema_version, **body}
     if analysis is not None:
-        document["layers"] = encode_layers(analysis.layers)  # last: the bulk of the file
+        document["layers"] = encode_layers(analysis.layers)  # type: ignore[attr-defined]  # last: the bulk of the file
     return document
 
 
@@ -414,21 +407,6 @@ def expand_layers(encoded: Any) -> list[dict[str, Any]]:
         }
         records.append(record)
     return records
-
-
-def load_compact_analysis(document: dict[str, Any]) -> AnalysisReport:
-    """An AnalysisReport from a document whose ``layers`` is a columns object.
-
-    Raises :class:`LayoutError` or pydantic's ``ValidationError`` (with the field path).
-    """
-    layers = build_layers(document["layers"])
-    if layers is None:  # a column the exact checks do not vouch for: pydantic judges records
-        document["layers"] = expand_layers(document["layers"])
-        return AnalysisReport.model_validate(document)
-    document["layers"] = []
-    report = AnalysisReport.model_validate(document)
-    report.layers = layers
-    return report
 
 
 # where a report holds a map of one MetricResult per module (thousands in a large model)

@@ -52,9 +52,9 @@ def _failed(candidate_name: str, error: BaseException) -> BenchmarkComparison:
 
 def _timed_comparison(cfg: Any, baseline: Any) -> BenchmarkComparison:
     """compare_benchmarks over the configured pair; a failing candidate is recorded."""
-    from ..pipeline.workload import build_workload
-    from .benchmarks import compare_benchmarks
-    from .checks import allclose_check
+    from ..compare.benchmarks import compare_benchmarks
+    from ..compare.checks import allclose_check
+    from .workload import build_workload
 
     rtol, atol = cfg.candidate.tolerance.required()
     failures: list[BaseException] = []
@@ -95,8 +95,8 @@ def _timed_comparison(cfg: Any, baseline: Any) -> BenchmarkComparison:
 def compare_configured_candidate(cfg: Any) -> CandidateComparison:
     """Baseline vs ``cfg.candidate`` (timing, check, memory) and the two models' crawl diff."""
     from ..analysis.crawl import crawl_module
-    from ..pipeline.workload import build_workload, thread_settings
-    from .reports import compare_reports
+    from ..compare.reports import compare_reports
+    from .workload import build_workload, thread_settings
 
     cfg.candidate.tolerance.required()  # the owner's tolerance, before anything runs
     baseline = build_workload(cfg)

@@ -1,0 +1,243 @@
+"""Report files: reading bytes (gzip by content), the atomic write, and saving a report.
+
+Every file the package writes goes through :func:`atomic_write_text` (or, for the pipeline
+runner's all-or-nothing write of several outputs, :func:`write_temporary` followed by a rename).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import gzip
+import json
+import os
+import tempfile
+import time
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .codec import dump_text, encode_report
+from .metric import GZIP_MAGIC, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from .models import BaseReport
+
+
+def _decode(data: bytes, where: str) -> str:
+    """Text of a report file's bytes; gzip data (magic ``1f 8b``) is decompressed first,
+    whatever the file is called."""
+    if data.startswith(GZIP_MAGIC):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as error:  # BadGzipFile is an OSError
+            raise ValueError(
+                f"{where}: not a torchscan_stages report (damaged gzip data: {error})"
+            ) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"{where}: not a torchscan_stages report (not UTF-8 text: byte {error.start} "
+            f"is {data[error.start : error.start + 1]!r})"
+        ) from None
+
+
+def _read_file(path: Path, where: str) -> str:
+    try:
+        if path.is_dir():
+            raise ValueError(f"load_report: {where!r} is a directory, not a report file")
+        if not path.is_file():
+            raise ValueError(f"load_report: no report file at {where!r}")
+        data = path.read_bytes()
+    except OSError as error:  # unreadable, or a name too long for the file system
+        raise ValueError(f"load_report: cannot read {where[:200]!r}: {error.strerror}") from None
+    return _decode(data, where)
+
+
+def _read_source(path_or_text: str | os.PathLike[str] | bytes) -> tuple[str, str]:
+    """Return (text, where) for a path or a JSON text."""
+    if isinstance(path_or_text, bytes):
+        return _decode(path_or_text, "<bytes>"), "<bytes>"
+    if isinstance(path_or_text, os.PathLike):
+        path = Path(path_or_text)
+        return _read_file(path, str(path)), str(path)
+    if not isinstance(path_or_text, str):
+        raise TypeError(
+            f"load_report takes a path, JSON text or bytes, got {type(path_or_text).__name__}"
+        )
+    text = path_or_text
+    if text.lstrip().startswith(("{", "[")):
+        return text, "<text>"
+    if "\x00" in text:
+        raise ValueError("load_report: the argument is neither a JSON document nor a file path")
+    try:
+        exists = Path(text).exists()
+    except OSError:  # e.g. a name too long to be a path: it is not a file either
+        exists = False
+    if not exists:
+        shown = text if len(text) <= 200 else text[:200] + "..."
+        raise ValueError(f"load_report: {shown!r} is neither a JSON document nor an existing file")
+    return _read_file(Path(text), text), text
+
+
+def _parse(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{where}: malformed JSON ({error})") from None
+    except RecursionError:
+        raise ValueError(f"{where}: JSON nested too deeply to be a report") from None
+
+
+def _umask() -> int:
+    """The process umask: from /proc on Linux (no global change), else by setting it back."""
+    with (
+        contextlib.suppress(OSError, ValueError),
+        open("/proc/self/status", encoding="ascii") as handle,
+    ):
+        for line in handle:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_TMP_RANDOM_CHARS = 8  # tempfile's random part of a name
+# a report write takes milliseconds; a temporary this much older than a new write of the same
+# file belongs to a write that was killed, not to one still running
+STALE_TMP_AGE_S = 60.0
+
+
+def clean_stale_temporaries(target: Path, started: float, own: str) -> None:
+    """Remove ``.NAME.XXXX.tmp`` files of ``target`` that a killed write left behind.
+
+    Only exact matches of this target's pattern (``mkstemp``'s 8 random characters) last
+    modified ``STALE_TMP_AGE_S`` before this write began: a concurrent write is newer.
+    """
+    prefix, suffix = f".{target.name}.", ".tmp"
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return
+    for entry in entries:
+        name = entry.name
+        middle = name[len(prefix) : -len(suffix)]
+        if (
+            name == own
+            or not (name.startswith(prefix) and name.endswith(suffix))
+            or len(middle) != _TMP_RANDOM_CHARS
+            or not middle.replace("_", "a").isalnum()
+        ):
+            continue
+        with contextlib.suppress(OSError):
+            stale = entry.stat(follow_symlinks=False).st_mtime < started - STALE_TMP_AGE_S
+            if stale and entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str | bytes) -> Path:
+    """Write text (or bytes) to ``path`` via a temporary file beside it and an atomic rename.
+
+    An interrupted write leaves the previous file (or none), never a truncated one; the
+    temporary files of earlier writes killed before their rename are removed here. The file
+    gets the permissions of any new file under the process umask (0644 under umask 022).
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory, not a file to write", str(target))
+    if target.parent.exists() and not target.parent.is_dir():  # mkdir would say "File exists"
+        raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(target.parent))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    tmp_name = write_temporary(target, text)
+    try:
+        os.replace(tmp_name, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    clean_stale_temporaries(target, started, os.path.basename(tmp_name))
+    return target
+
+
+def write_temporary(target: Path, text: str | bytes) -> str:
+    """Write ``text`` (UTF-8 when a str) to a new ``.NAME.XXXXXXXX.tmp`` beside ``target``,
+    synced; its path.
+
+    The caller renames it over ``target``. On any failure the temporary is removed. Also
+    the first phase of the pipeline runner's all-or-nothing write of a stage's outputs.
+    """
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600; honour the umask instead
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    return tmp_name
+
+
+def _same_file(source: object, target: Path) -> bool:
+    """Whether ``source`` (a report model, JSON text or a path) names the file ``target``."""
+    if isinstance(source, bytes) or not isinstance(source, (str, os.PathLike)):
+        return False
+    if isinstance(source, str) and source.lstrip().startswith(("{", "[")):
+        return False  # JSON text, not a path
+    try:
+        return Path(source).exists() and os.path.samefile(source, target)
+    except (OSError, ValueError):
+        return False
+
+
+def check_output_path(
+    output: str | os.PathLike[str] | None, sources: Sequence[object], *, example: str = "out"
+) -> None:
+    """Refuse an output that is a directory or one of the inputs, before any work is done.
+
+    For every command and function that reads reports and writes a file: writing over an
+    input would destroy the report the output was made from. ``sources`` may mix paths,
+    JSON text and report models (only paths can clash).
+    """
+    if output is None:
+        return
+    target = Path(output)
+    if target.is_dir():
+        raise ValueError(
+            f"output {str(target)!r} is a directory; name the file to write, "
+            f"such as {str(target / example)!r}"
+        )
+    if not target.exists():
+        return
+    for source in sources:
+        if _same_file(source, target):
+            raise ValueError(
+                f"output {str(target)!r} is one of the input reports; refusing to overwrite it "
+                "(choose another output file)"
+            )
+
+
+def report_text(report: BaseReport) -> str:
+    """The compact JSON text of a report (``report.codec``), as :func:`save_report` writes it."""
+    return dump_text(encode_report(report, SCHEMA_VERSION))
+
+
+def save_report(report: BaseReport, path: str | os.PathLike[str]) -> Path:
+    """Write any report atomically in its compact JSON form.
+
+    A name ending in ``.gz`` (``crawl.json.gz``) gets the same text gzip-compressed; any other
+    name gets plain JSON text, so ``jq``, diffs and DVC read it as before. ``load_report``
+    tells the two apart by content (gzip magic ``1f 8b``), not by name.
+    """
+    text = report_text(report)
+    if str(path).endswith(".gz"):
+        # mtime=0: the same report gives the same bytes (DVC and git see no change)
+        return atomic_write_text(path, gzip.compress(text.encode("utf-8"), mtime=0))
+    return atomic_write_text(path, text)

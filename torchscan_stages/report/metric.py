@@ -1,0 +1,196 @@
+"""The trust-stated number (:class:`MetricResult`) and the diagnostic that travels with it.
+
+The ground of the report package: every other report module builds on these, and they
+import nothing from the package.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Annotated, Any, Literal, TypeAlias, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
+
+SCHEMA_VERSION = 2
+# versions load_report reads: 1 is the field-by-field form, 2 adds the compact encoding
+READABLE_VERSIONS = (1, 2)
+GZIP_MAGIC = b"\x1f\x8b"
+
+Status: TypeAlias = Literal["complete", "partial", "unavailable"]
+Severity: TypeAlias = Literal["info", "warning", "error"]
+ReportKind: TypeAlias = Literal[
+    "analysis", "flops", "benchmark", "report_diff", "benchmark_comparison", "prediction"
+]
+Number: TypeAlias = int | float
+# report numbers are never coerced: "3" or True is refused, not quietly turned into 3
+StrictNumber: TypeAlias = StrictInt | StrictFloat
+# counts, sizes and times: never negative, never NaN or infinite
+NonNegInt: TypeAlias = Annotated[int, Field(ge=0)]
+NonNegFloat: TypeAlias = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+FiniteFloat: TypeAlias = Annotated[float, Field(allow_inf_nan=False)]
+# units whose numbers count or measure something, so a negative one is impossible
+# ("input_positions" is not among them: a transposed convolution's padding can be negative)
+NON_NEGATIVE_UNITS = frozenset({"FLOPs", "MACs", "elements", "bytes", "parameters", "s"})
+
+
+class _Model(BaseModel):
+    """Base for wire models: unknown fields are refused so typos never pass silently."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class MetricResult(_Model):
+    """One number with its trust state.
+
+    | status      | value  | known_value |
+    | complete    | number | same number |
+    | partial     | null   | number (lower bound) |
+    | unavailable | null   | null |
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    status: Status
+    value: StrictNumber | None = None
+    known_value: StrictNumber | None = None
+    unit: str
+    scope: str
+    method: str
+
+    @model_validator(mode="after")
+    def _check_status(self) -> MetricResult:
+        for name in ("value", "known_value"):
+            number = getattr(self, name)
+            if isinstance(number, float) and not math.isfinite(number):
+                raise ValueError(f"MetricResult.{name} must be finite, got {number!r}")
+            if number is not None and number < 0 and _counts_something(self.unit):
+                raise ValueError(
+                    f"MetricResult.{name} must be >= 0 for unit {self.unit!r} "
+                    f"(a count, size or time), got {number!r}"
+                )
+        if self.status == "complete":
+            if self.value is None or self.known_value is None:
+                raise ValueError("a complete MetricResult needs both value and known_value")
+            if self.value != self.known_value:
+                raise ValueError(
+                    "a complete MetricResult has value == known_value, "
+                    f"got value={self.value!r} known_value={self.known_value!r}"
+                )
+        elif self.status == "partial":
+            if self.value is not None:
+                raise ValueError(
+                    "a partial MetricResult has value=None (known_value is a lower bound), "
+                    f"got value={self.value!r}"
+                )
+            if self.known_value is None:
+                raise ValueError("a partial MetricResult needs known_value (its lower bound)")
+        elif self.value is not None or self.known_value is not None:
+            raise ValueError("an unavailable MetricResult has value=None and known_value=None")
+        return self
+
+    # The constructors below return shared, validated instances (MetricResult is frozen):
+    # a crawl of thousands of layers builds the same few results over and over, and pydantic
+    # validation per result would dominate its per-layer cost.
+
+    @classmethod
+    def complete(cls, value: Number, *, unit: str, scope: str, method: str) -> MetricResult:
+        return _shared_metric("complete", value, type(value).__name__, unit, scope, method)
+
+    @classmethod
+    def partial(cls, known_value: Number, *, unit: str, scope: str, method: str) -> MetricResult:
+        kind = type(known_value).__name__
+        return _shared_metric("partial", known_value, kind, unit, scope, method)
+
+    @classmethod
+    def unavailable(cls, *, unit: str, scope: str, method: str) -> MetricResult:
+        return _shared_metric("unavailable", None, "NoneType", unit, scope, method)
+
+    @property
+    def is_complete(self) -> bool:
+        return self.status == "complete"
+
+
+def _counts_something(unit: str) -> bool:
+    """Counts, sizes, times and rates of them (``images/s``) are never negative."""
+    return unit in NON_NEGATIVE_UNITS or unit.endswith("/s")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _shared_metric(
+    status: Status, number: Number | None, number_type: str, unit: str, scope: str, method: str
+) -> MetricResult:
+    """One validated MetricResult per distinct content (``number_type`` keeps 1 and 1.0 apart)."""
+    return MetricResult(
+        status=status,
+        value=number if status == "complete" else None,
+        known_value=number,
+        unit=unit,
+        scope=scope,
+        method=method,
+    )
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def trusted_construct(cls: type[_M], values: dict[str, Any]) -> _M:
+    """An instance from values that are already typed and complete: every field given.
+
+    What ``model_construct`` does for such values, without its per-field alias and default
+    loop, which dominated the per-layer cost of a crawl of thousands of layers. Models with a
+    post-init hook, or values that miss or misname a field, go through ``model_construct``
+    (a test checks both give equal instances).
+    """
+    fields = cls.__pydantic_fields__
+    if (
+        cls.__pydantic_post_init__
+        or len(values) != len(fields)
+        or not values.keys() >= fields.keys()
+    ):
+        return cls.model_construct(**values)
+    state = {name: values[name] for name in fields}  # field order, and a dict of its own
+    model = cls.__new__(cls)
+    object.__setattr__(model, "__dict__", state)
+    object.__setattr__(model, "__pydantic_fields_set__", set(state))
+    object.__setattr__(model, "__pydantic_extra__", None)
+    object.__setattr__(model, "__pydantic_private__", None)
+    return model
+
+
+def combine_sum(results: list[MetricResult], *, unit: str, scope: str, method: str) -> MetricResult:
+    """Add results of one unit/scope/method; incompleteness propagates, never becomes zero.
+
+    An empty list is a complete zero (nothing to count). Any unavailable or partial part makes
+    the sum partial with the known parts as its lower bound; all unavailable stays unavailable.
+    """
+    for result in results:
+        if (result.unit, result.scope, result.method) != (unit, scope, method):
+            raise ValueError(
+                "refusing to add results of different unit/scope/method: "
+                f"expected ({unit}, {scope}, {method}), got "
+                f"({result.unit}, {result.scope}, {result.method})"
+            )
+    if not results:
+        return MetricResult.complete(0, unit=unit, scope=scope, method=method)
+    known = [r.known_value for r in results if r.known_value is not None]
+    total: Number = sum(known) if known else 0
+    if all(r.status == "complete" for r in results):
+        return MetricResult.complete(total, unit=unit, scope=scope, method=method)
+    if not known:
+        return MetricResult.unavailable(unit=unit, scope=scope, method=method)
+    return MetricResult.partial(total, unit=unit, scope=scope, method=method)
+
+
+class Diagnostic(_Model):
+    """Why a number is incomplete or should be read with care; travels with the measurement."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    code: str
+    severity: Severity = "warning"
+    metric: str | None = None
+    message: str
+    path: str | None = None
+    operator: str | None = None
+    count: int | None = None
