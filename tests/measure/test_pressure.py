@@ -4,6 +4,7 @@ host section's wire format (old reports without it still load)."""
 from __future__ import annotations
 
 import pytest
+from simulated_clock import SimulatedClock
 
 from torchscan_stages.measure import pressure
 from torchscan_stages.measure.host import (
@@ -13,6 +14,8 @@ from torchscan_stages.measure.host import (
     is_loaded,
     pressure_text,
 )
+from torchscan_stages.measure.latency import measure_latency
+from torchscan_stages.render import render_report
 from torchscan_stages.report import HostPressure, HostState
 
 PSI = (
@@ -122,3 +125,18 @@ def test_old_host_sections_still_load_and_new_ones_round_trip() -> None:
     new = HostState(logical_cpus=2, pressure=HostPressure(psi_some_share=0.5, steal_share=0.0))
     again = HostState.model_validate_json(new.model_dump_json())
     assert again.pressure == new.pressure
+
+
+def test_the_page_shows_the_host_pressure(sim_clock: SimulatedClock) -> None:
+    report = measure_latency(sim_clock.workload(1e-3), clock=sim_clock, max_run_time=0.1)
+    host = HostState(
+        logical_cpus=2,
+        load_average_start=[26.0, 25.0, 20.0],
+        load_average_end=[27.0, 25.0, 20.0],
+        busy_processes=24,
+        pressure=HostPressure(usable_cpus=2.0, psi_some_share=0.97, niced_busy_processes=20),
+    )
+    report.provenance = report.provenance.model_copy(update={"host": host})
+    page = render_report(report)
+    assert "CPU pressure (PSI some, share of the timing)" in page and "97 %" in page
+    assert "24 (20 niced) on 2.0 CPUs" in page

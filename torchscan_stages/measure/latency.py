@@ -563,7 +563,7 @@ def measure_latency(
     """
     check_workload(workload)
     validate_work(work_units, unit)
-    flat = {
+    flat: dict[str, Any] = {
         "warmup": warmup,
         "min_run_time": min_run_time,
         "max_run_time": max_run_time,
