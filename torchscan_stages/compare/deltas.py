@@ -4,7 +4,9 @@ call, peak memory per scope and operator FLOPs; and withholding when the check f
 The latency verdict follows one rule, shared with the CI gate: faster or slower when the
 interval excludes no change and the point ratio is beyond the minimum effect; noise is shown
 beside the verdict as a warning, never turned into ``inconclusive``; ``inconclusive`` only
-when the interval does not decide (or there are fewer rounds than ``min_blocks``).
+when the interval does not decide (or there are fewer rounds than ``min_blocks``). Saved
+reports are judged here from a bootstrap of lower deciles; an interleaved run is judged in
+:mod:`.judging` (paired rounds, A/A control, busy-host refusal) with the same verdict rule.
 """
 
 from __future__ import annotations
