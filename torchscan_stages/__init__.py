@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from .measure.rss import measure_peak_rss
     from .measure.workload import measure_workload
     from .predict import predict_peak_memory
+    from .predict.capacity import BatchSearch, max_batch_size
+    from .predict.sharded import predict_sharded_peak_memory
     from .render import render_report
     from .report import (
         AnalysisReport,
@@ -51,6 +53,9 @@ _PUBLIC: dict[str, str] = {
     "profile_workload": ".measure.profile",
     "measure_workload": ".measure.workload",
     "predict_peak_memory": ".predict",
+    "predict_sharded_peak_memory": ".predict.sharded",
+    "max_batch_size": ".predict.capacity",
+    "BatchSearch": ".predict.capacity",
     "compare_reports": ".compare.reports",
     "compare_benchmarks": ".compare.benchmarks",
     "Judge": ".compare.deltas",
@@ -70,6 +75,7 @@ _PUBLIC: dict[str, str] = {
 
 __all__ = [
     "AnalysisReport",
+    "BatchSearch",
     "BenchmarkComparison",
     "BenchmarkReport",
     "Diagnostic",
@@ -86,12 +92,14 @@ __all__ = [
     "compare_reports",
     "crawl_module",
     "load_report",
+    "max_batch_size",
     "measure_flops",
     "measure_latency",
     "measure_peak_memory",
     "measure_peak_rss",
     "measure_workload",
     "predict_peak_memory",
+    "predict_sharded_peak_memory",
     "profile_workload",
     "render_report",
     "summary",
