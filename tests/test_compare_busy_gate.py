@@ -108,3 +108,27 @@ def test_measure_latency_takes_options(sim_clock: SimulatedClock) -> None:
         sim_clock.workload(1e-3), options=LatencyOptions(clock=sim_clock, max_run_time=0.2)
     )
     assert report.latency is not None and report.latency.settings["max_run_time_s"] == 0.2
+
+
+def test_a_saved_interleaved_comparison_is_recomputed_by_the_gate(
+    sim_clock: SimulatedClock, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 1.3x slower, saved: the gate recomputes the paired verdict from the recorded rounds
+    # (control blocks and probe readings kept in interleaved_rounds) and fails it (exit 1);
+    # the same file with its A/A control's blocks edited no longer follows: refused (exit 2)
+    result = compare_benchmarks(
+        sim_clock.workload(1e-3, noise=0.01, seed=1),
+        sim_clock.workload(1.3e-3, noise=0.01, seed=2),
+        check=lambda a, b: True,
+        clock=sim_clock,
+    )
+    saved = result.save(tmp_path / "cmp.json")
+    assert main([str(saved), "--max-slowdown", "1.05"]) == 1
+    assert "**Gate: FAILED**" in capsys.readouterr().out
+    assert result.interleaved_rounds is not None
+    rounds = dict(result.interleaved_rounds)
+    rounds["control_blocks_s"] = [1.2 * b for b in rounds["control_blocks_s"]]
+    edited = result.model_copy(update={"interleaved_rounds": rounds})
+    path = edited.save(tmp_path / "edited.json")
+    assert main([str(path), "--max-slowdown", "1.05"]) == 2
+    assert "does not follow from its own block times" in capsys.readouterr().err

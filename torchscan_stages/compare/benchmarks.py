@@ -57,6 +57,7 @@ from .deltas import (
 )
 from .interleave import InterleavedRun, run_interleaved
 from .judging import paired_deltas
+from .paired import rounds_record
 
 # The timing defaults live in LatencyOptions (COMPARE_DEFAULTS); these names stay for code
 # that imported them.
@@ -414,6 +415,7 @@ def _compare_workloads(
         baseline=reports[0],
         candidate=reports[1],
         diagnostics=diagnostics,
+        interleaved_rounds=rounds_record(run),
     )
 
 

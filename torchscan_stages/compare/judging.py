@@ -57,16 +57,19 @@ def _delta(
     estimate: PairedEstimate,
     verdict: tuple[str, str],
 ) -> PerformanceDelta:
-    def result(values: list[float]) -> MetricResult:
-        return MetricResult.complete(_middle(values), unit="s", scope=SCOPE, method=method)
-
+    # the baseline's median block, and the candidate at the same conditions: that median
+    # times the paired ratio (so candidate / baseline is the ratio that was judged; the
+    # candidate's own median over other rounds would mix in the host's changes)
+    base = _middle(sides[0])
     return PerformanceDelta(
         metric=metric,
         unit="s",
         scope=SCOPE,
         method=method,
-        baseline=result(sides[0]),
-        candidate=result(sides[1]),
+        baseline=MetricResult.complete(base, unit="s", scope=SCOPE, method=method),
+        candidate=MetricResult.complete(
+            base * estimate.ratio, unit="s", scope=SCOPE, method=method
+        ),
         ratio=estimate.ratio,
         ci_low=estimate.low,
         ci_high=estimate.high,

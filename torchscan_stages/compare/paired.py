@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..measure.host import BlockTrace
 from .interleave import InterleavedRun
@@ -171,3 +172,30 @@ def paired_sides(run: InterleavedRun, min_blocks: int) -> PairedSides:
     if run.control_blocks:
         control_base, control, _ = pairs(run.control_blocks, run.control_trace)
     return PairedSides(base, cand, undisturbed, control_base, control)
+
+
+def rounds_record(run: InterleavedRun) -> dict[str, Any]:
+    """What a saved comparison keeps beyond the sides' blocks to recompute its verdict."""
+
+    def trace(found: BlockTrace) -> dict[str, list[Any]]:
+        return {"wall_s": found.wall_s, "cpu_s": found.cpu_s, "involuntary": found.involuntary}
+
+    return {
+        "calls_per_block": run.baseline_calls_per_block,
+        "control_blocks_s": list(run.control_blocks),
+        "traces": [trace(t) for t in (run.baseline_trace, run.candidate_trace, run.control_trace)],
+    }
+
+
+def run_from_record(base: list[float], cand: list[float], record: dict[str, Any]) -> InterleavedRun:
+    """The interleaved run a saved comparison recorded (see :func:`rounds_record`)."""
+    calls = int(record["calls_per_block"])
+    run = InterleavedRun(list(base), list(cand), calls, calls, 0, 0, 0.0)
+    run.control_blocks = [float(v) for v in record["control_blocks_s"]]
+    for target, saved in zip(
+        (run.baseline_trace, run.candidate_trace, run.control_trace), record["traces"], strict=True
+    ):
+        target.wall_s = [float(v) for v in saved["wall_s"]]
+        target.cpu_s = [float(v) for v in saved["cpu_s"]]
+        target.involuntary = [int(v) for v in saved["involuntary"]]
+    return run

@@ -441,6 +441,9 @@ class BenchmarkComparison(_Report):
     settings: dict[str, Any] = Field(default_factory=dict)
     baseline: BenchmarkReport | None = None
     candidate: BenchmarkReport | None = None
+    # an interleaved run's raw rounds beyond the sides' blocks (the A/A control's blocks and
+    # every block's probe readings), so a saved verdict can be recomputed exactly
+    interleaved_rounds: dict[str, Any] | None = None
 
 
 # ---------------------------------------------------------------------------- prediction
