@@ -23,6 +23,7 @@ This machine may be shared: the "quiet" host is only as quiet as the other jobs 
 the script prints the load it saw.
 
     .venv/bin/python benchmarks/bench_noise.py [--runs 20] [--budget 6] [--repeats 5]
+    .venv/bin/python benchmarks/bench_noise.py --table --runs 20   # the pressure table
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Any
 
 import psutil
 import torch
+from noise_pressure import PRESSURES, pressure_table, pyperf_note
 from torch.utils.benchmark import Timer
 
 from torchscan_stages.compare.benchmarks import compare_benchmarks
@@ -84,18 +86,21 @@ def _timed(call: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def _spin(limit_s: float) -> None:
+def _spin(limit_s: float, niced: bool = False) -> None:
+    if niced:
+        os.nice(19)
     end = time.monotonic() + limit_s
     while time.monotonic() < end:
         pass
 
 
 @contextmanager
-def cpu_load(processes: int, limit_s: float) -> Iterator[list[int]]:
-    """One busy-loop process per core, each bounded to ``limit_s`` and terminated on exit."""
+def cpu_load(processes: int, limit_s: float, *, niced: bool = False) -> Iterator[list[int]]:
+    """``processes`` busy-loop processes (at nice 19 when ``niced``), each bounded to
+    ``limit_s`` and terminated on exit."""
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     workers = [
-        context.Process(target=_spin, args=(limit_s,), daemon=True) for _ in range(processes)
+        context.Process(target=_spin, args=(limit_s, niced), daemon=True) for _ in range(processes)
     ]
     for worker in workers:
         worker.start()
@@ -244,8 +249,28 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--budget", type=float, default=6.0, help="max_run_time per comparison")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--table",
+        action="store_true",
+        help="print the pressure table instead (0-16 busy processes, plain and niced; "
+        "--runs per cell, 20 for the full size)",
+    )
+    parser.add_argument(
+        "--pressures",
+        default=None,
+        help="with --table: comma-separated N or Nn (niced), e.g. 0,2,4n,16 (default: all)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.table:
+        chosen = PRESSURES
+        if args.pressures:
+            chosen = tuple((int(x.rstrip("n")), x.endswith("n")) for x in args.pressures.split(","))
+        _host("pressure table")
+        pressure_table(args.runs, busy, cpu_load, chosen)
+        print(pyperf_note())
+        _host("after the table")
+        return
     runs = args.runs
     _host("quiet")
     quiet_aa = scenario("quiet A/A 1.00 ms", 1e-3, 1e-3, runs, min_effect=0.02, budget=args.budget)

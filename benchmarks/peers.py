@@ -114,10 +114,24 @@ def reference_flops(model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
 # ------------------------------------------------------------------------ adapters
 
 
+_LAST_CPU_S: list[float] = [0.0]
+
+
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """Wall seconds of the tool call; its process CPU seconds are kept for last_cpu_s()."""
+    cpu = time.process_time()
     start = time.perf_counter()
     out = fn()
-    return out, time.perf_counter() - start
+    wall = time.perf_counter() - start
+    _LAST_CPU_S[0] = time.process_time() - cpu
+    return out, wall
+
+
+def last_cpu_s() -> float:
+    """Process CPU seconds of the last timed tool call (the region its wall_s covers): CPU
+    time does not grow while other jobs hold the core, so its overhead ratio reproduces on
+    a loaded host where the wall-clock one does not."""
+    return _LAST_CPU_S[0]
 
 
 def run_flop_counter_mode(model: nn.Module, x: torch.Tensor) -> PeerResult:

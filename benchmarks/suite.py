@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 from models import BenchModel, model_set, set_mixed_modes
-from peers import PEERS, Peer, PeerResult, reference_flops, versions
+from peers import PEERS, Peer, PeerResult, last_cpu_s, reference_flops, versions
 from state_check import diff, snapshot
 from torch import nn
 
@@ -54,8 +54,9 @@ def quantiles(values: list[float]) -> dict[str, float | None]:
     return {"median": med, "q1": q1, "q3": q3, "iqr": q3 - q1}
 
 
-def plain_forward(model: nn.Module, x: torch.Tensor) -> Callable[[], float]:
-    """A timer of the plain no_grad forward: per-call seconds over a >= 2 ms block."""
+def plain_forward(model: nn.Module, x: torch.Tensor) -> Callable[[], tuple[float, float]]:
+    """A timer of the plain no_grad forward: per-call (wall, process CPU) seconds over a
+    >= 2 ms block."""
     with torch.no_grad():
         model(x)
         start = time.perf_counter()
@@ -63,12 +64,14 @@ def plain_forward(model: nn.Module, x: torch.Tensor) -> Callable[[], float]:
         one = time.perf_counter() - start
     calls = max(1, min(1000, int(0.002 / max(one, 1e-7)) + 1))
 
-    def timed() -> float:
+    def timed() -> tuple[float, float]:
         with torch.no_grad():
+            cpu = time.process_time()
             start = time.perf_counter()
             for _ in range(calls):
                 model(x)
-            return (time.perf_counter() - start) / calls
+            wall = time.perf_counter() - start
+            return wall / calls, (time.process_time() - cpu) / calls
 
     return timed
 
@@ -106,27 +109,32 @@ def measure_cell(
         plain = plain_forward(model, x)
         if result.wall_s > SLOW_CALL_S:
             repeats = 1
-        plain_s, tool_s, ratios = [], [], []
+        plain_s, tool_s, wall_ratios, ratios = [], [], [], []
         for repeat in range(repeats):
             # alternate which side runs first: the second of two back-to-back forwards
             # reuses the allocator's freshly freed memory, which would favour one side
             if repeat % 2 == 0:
-                p = plain()
+                p, p_cpu = plain()
                 again, _ = _call(peer, model, x)
+                tool_cpu = last_cpu_s()
             else:
                 again, _ = _call(peer, model, x)
-                p = plain()
+                tool_cpu = last_cpu_s()
+                p, p_cpu = plain()
             if again is None:
                 break
             plain_s.append(p)
             tool_s.append(again.wall_s)
-            ratios.append(again.wall_s / p)
+            wall_ratios.append(again.wall_s / p)
+            ratios.append(tool_cpu / p_cpu if p_cpu > 0 else again.wall_s / p)
         cell["overhead"] = {
             "repeats": len(ratios),
+            "method": "process_cpu_time",  # ratio: CPU seconds of the call / of a forward
             "plain_forward_s": quantiles(plain_s),
             "tool_s": quantiles(tool_s),
             "ratio": quantiles(ratios),
             "ratios": ratios,
+            "wall_ratio": quantiles(wall_ratios),
         }
     before = snapshot(model)
     bad_result, bad_error = _call(peer, model, bad)
@@ -148,7 +156,7 @@ def run_accuracy(models: list[BenchModel], repeats: dict[str, int]) -> dict[str,
         ref_model = set_mixed_modes(bm.build())
         references[bm.name] = {**reference_flops(ref_model, x), "description": bm.description}
         plain = plain_forward(ref_model, x)
-        references[bm.name]["plain_forward_s"] = quantiles([plain() for _ in range(3)])
+        references[bm.name]["plain_forward_s"] = quantiles([plain()[0] for _ in range(3)])
         del ref_model
         for peer in PEERS:
             if peer.scaling_only and bm.family != "scaling":
@@ -283,7 +291,28 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "torch_threads": THREADS,
         "load_average_at_start": list(os.getloadavg()),
+        "psi_cpu_at_start": _psi(),
     }
+
+
+def _psi() -> dict[str, float] | None:
+    """/proc/pressure/cpu's "some" line (avg10, avg60 in percent; total in us), if any."""
+    try:
+        with open("/proc/pressure/cpu", encoding="ascii") as handle:
+            fields = dict(item.split("=") for item in handle.readline().split()[1:])
+    except (OSError, ValueError):
+        return None
+    return {key: float(value) for key, value in fields.items()}
+
+
+def host_pressure(start: dict[str, float] | None, wall_s: float) -> dict[str, Any]:
+    """The pressure recorded beside each table: load average now and the share of the run
+    in which runnable tasks waited for a CPU (PSI some, from the totals)."""
+    end = _psi()
+    share = None
+    if start and end and wall_s > 0:
+        share = (end["total"] - start["total"]) / (wall_s * 1e6)
+    return {"load_average": list(os.getloadavg()), "psi_some_share": share, "psi_end": end}
 
 
 def run_suite(*, quick: bool, only: str | None, results_path: Path, doc_path: Path) -> None:
@@ -307,9 +336,13 @@ def run_suite(*, quick: bool, only: str | None, results_path: Path, doc_path: Pa
         "models": {bm.name: bm.description for bm in models},
     }
     if only in (None, "accuracy"):
+        psi, begun = _psi(), time.perf_counter()
         data["accuracy"] = run_accuracy(models, QUICK_REPEATS if quick else REPEATS)
+        data["accuracy_pressure"] = host_pressure(psi, time.perf_counter() - begun)
     if only in (None, "latency"):
+        psi, begun = _psi(), time.perf_counter()
         data["latency"] = run_latency(models, 1 if quick else LATENCY_ROUNDS)
+        data["latency_pressure"] = host_pressure(psi, time.perf_counter() - begun)
     data["machine"]["load_average_at_end"] = list(os.getloadavg())
     data["total_s"] = time.perf_counter() - started
     results_path.parent.mkdir(parents=True, exist_ok=True)

@@ -96,6 +96,34 @@ def _overhead_cell(cell: dict[str, Any] | None) -> str:
     return f"{ratio:.3g}{noise}"
 
 
+def pressure_line(pressure: dict[str, Any] | None) -> str:
+    """The host pressure measured while a table's numbers were taken."""
+    if not pressure:
+        return "Host pressure: not recorded (results from before it was)."
+    load = pressure.get("load_average") or [float("nan")]
+    share = pressure.get("psi_some_share")
+    psi = "n/a" if share is None else f"{share:.0%} of the run"
+    return (
+        f"Host pressure while measuring: 1-minute load average {load[0]:.2f} at the end, "
+        f"CPU pressure (PSI some: runnable tasks waiting for a CPU) {psi}."
+    )
+
+
+def _overhead_basis(data: dict[str, Any]) -> str:
+    """What the ratios are made of, and the pressure they were measured under."""
+    cells = data.get("accuracy", {}).get("cells", [])
+    on_cpu = any(c.get("overhead", {}).get("method") == "process_cpu_time" for c in cells)
+    basis = (
+        "Ratios are of **process CPU time** (the call's CPU seconds over a plain forward's; "
+        "CPU time does not grow while other jobs hold the core, so the ratio reproduces on "
+        "a loaded host; wall-clock ratios stay in results.json as `wall_ratio`); the IQR "
+        "in brackets is the spread over repeats."
+        if on_cpu
+        else "Ratios are of wall-clock time (results from before CPU time was recorded)."
+    )
+    return basis + " " + pressure_line(data.get("accuracy_pressure"))
+
+
 def _state_cell(cell: dict[str, Any] | None) -> str:
     if cell is None or "skipped" in cell:
         return ""
@@ -275,6 +303,8 @@ def render(data: dict[str, Any]) -> str:
         lines += [
             "## Overhead: tool call / plain no_grad forward (median [IQR] over repeats)",
             "",
+            _overhead_basis(data),
+            "",
             "The two `floor:` columns count nothing: they time the bare mechanism a counter is "
             "built on (every operator through an empty Python dispatch mode; every module call "
             "through empty global hooks), so an operator-level tool cannot go below the first "
@@ -340,6 +370,8 @@ def render(data: dict[str, Any]) -> str:
     if lat:
         lines += [
             "## Latency: measure_latency vs torch.utils.benchmark on the same workloads",
+            "",
+            pressure_line(data.get("latency_pressure")),
             "",
             f"Median over {data['settings']['latency_rounds']} interleaved rounds of each "
             "method's median; IQR = median of the per-round IQRs; spread = (max - min) / median "

@@ -14,6 +14,7 @@ SPEC_NAMES = {
     "AnalysisReport", "FlopReport", "BenchmarkReport", "ReportDiff", "BenchmarkComparison",
     "MetricResult", "Diagnostic", "ModuleHandler", "IncompleteAnalysisError",
     "predict_peak_memory", "PredictionReport",  # issue 17: prediction before running
+    "LatencyOptions", "Judge",  # issue 28 item 7: the settings objects, accepted as options=
     "predict_sharded_peak_memory", "max_batch_size", "BatchSearch",  # issue 24: per rank
 }  # fmt: skip
 

@@ -17,8 +17,10 @@ if TYPE_CHECKING:
     from .analysis.operators import measure_flops
     from .analysis.summary import summary
     from .compare.benchmarks import compare_benchmarks
+    from .compare.deltas import Judge
     from .compare.reports import compare_reports
     from .measure.latency import measure_latency
+    from .measure.latency_options import LatencyOptions
     from .measure.memory import measure_peak_memory
     from .measure.profile import profile_workload
     from .measure.rss import measure_peak_rss
@@ -56,6 +58,8 @@ _PUBLIC: dict[str, str] = {
     "BatchSearch": ".predict.capacity",
     "compare_reports": ".compare.reports",
     "compare_benchmarks": ".compare.benchmarks",
+    "Judge": ".compare.deltas",
+    "LatencyOptions": ".measure.latency_options",
     "render_report": ".render",
     "load_report": ".report",
     "AnalysisReport": ".report",
@@ -77,6 +81,8 @@ __all__ = [
     "Diagnostic",
     "FlopReport",
     "IncompleteAnalysisError",
+    "Judge",
+    "LatencyOptions",
     "MetricResult",
     "ModuleHandler",
     "PredictionReport",

@@ -8,6 +8,8 @@ latency to judge, not comparable, or an interval that does not decide).
 The gate follows the verdict rule of compare_benchmarks with the owner's threshold T as the
 effect: it fails when the latency interval excludes no change (CI low > 1) and the ratio is
 above T; it passes when the whole interval is at most T; anything else cannot be verified.
+When the comparison declined a verdict (the host was too busy, or its A/A control told the
+baseline from itself) the gate cannot verify either, and its Markdown says why.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from ..compare.benchmarks import compare_benchmarks
 from ..compare.recheck import recheck_saved
 from ..compare.reports import compare_reports
+from ..measure.host import pressure_text
 from ..render.text import diagnostic_text, interval_text, markdown_table, metric_text, ratio_text
 from ..report import (
     AnalysisReport,
@@ -111,10 +114,48 @@ def markdown_for_comparison(result: BenchmarkComparison) -> str:
     lines += ["", *markdown_table(headers, rows)]
     if "stop_reason" in result.settings:
         lines += ["", f"Sampling stopped by: `{result.settings['stop_reason']}`."]
+    lines += _pressure_lines(result)
     if result.diagnostics:
         lines += ["", "Diagnostics:"]
         lines += [f"- {diagnostic_text(d, markdown=True)}" for d in result.diagnostics]
     return "\n".join(lines) + "\n"
+
+
+def _pressure_lines(result: BenchmarkComparison) -> list[str]:
+    """What the host did and how many rounds the verdict could use (interleaved runs)."""
+    lines: list[str] = []
+    paired = result.settings.get("paired")
+    if isinstance(paired, dict) and paired.get("rounds"):
+        used = paired.get("rounds_used")
+        share = paired.get("cpu_share")
+        text = f"Rounds: {paired['rounds']}, judged on {used}"
+        if paired.get("undisturbed_rounds") is not None:
+            text += f" ({paired['undisturbed_rounds']} ran both blocks undisturbed)"
+        if share is not None:
+            text += f"; the workloads got {share:.0%} of their blocks' wall time as CPU time"
+        if paired.get("aa_control_ratio") is not None:
+            text += f"; A/A control ratio {paired['aa_control_ratio']:.4f}"
+        lines += ["", text + "."]
+    host = result.baseline.provenance.host if result.baseline is not None else None
+    if host is not None:
+        lines += ["", f"Host: {pressure_text(host)}."]
+    return lines
+
+
+def refusal(result: BenchmarkComparison) -> str | None:
+    """Why the comparison itself declined a latency verdict (the host was too busy, or the
+    in-run A/A control told the baseline from itself); the gate follows it."""
+    paired = result.settings.get("paired")
+    latency = [d for d in result.deltas if d.metric == "latency.warmed"]
+    if isinstance(paired, dict) and paired.get("host_too_busy") and latency:
+        return latency[0].reason
+    for delta in result.deltas:
+        if delta.metric == "latency.aa_control" and delta.verdict in ("faster", "slower"):
+            return (
+                f"the A/A control (baseline against itself) came out {delta.verdict} "
+                f"({delta.reason}), so the run cannot tell two workloads apart"
+            )
+    return None
 
 
 def markdown_for_diff(diff: ReportDiff) -> str:
@@ -186,6 +227,10 @@ def gate(result: BenchmarkComparison, max_slowdown: float | None) -> GateResult:
         outcome.unverified.append(
             "no warmed-latency delta to judge (a side has no latency or no raw blocks)"
         )
+    declined = refusal(result)
+    if declined is not None:
+        outcome.unverified.append(f"the comparison could not decide: {declined}")
+        return outcome
     for delta in latency:
         violation, unverified = _gate_latency(delta, max_slowdown)
         if violation is not None:

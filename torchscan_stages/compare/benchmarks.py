@@ -10,7 +10,7 @@ blocks. Deltas are built in :mod:`.deltas`, the check is read in :mod:`.checks`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ from ..report import (
     PerformanceDelta,
     load_report,
 )
+from ..stats import relative_iqr
 from ..workloads import Workload
 from .checks import Check, run_check
 from .deltas import (
@@ -50,10 +51,13 @@ from .deltas import (
     flop_deltas,
     latency_delta,
     memory_deltas,
+    noise_diagnostic,
     throughput_delta,
     withhold,
 )
 from .interleave import InterleavedRun, run_interleaved
+from .judging import paired_deltas
+from .paired import rounds_record
 
 # The timing defaults live in LatencyOptions (COMPARE_DEFAULTS); these names stay for code
 # that imported them.
@@ -97,6 +101,8 @@ def compare_benchmarks(
     candidate_name: str | None = None,
     seed: int = 0,
     clock: Clock | None = None,
+    options: LatencyOptions | Mapping[str, Any] | None = None,
+    judge: Judge | Mapping[str, Any] | None = None,
 ) -> BenchmarkComparison:
     """Compare a candidate with its baseline: output check first, then timing.
 
@@ -114,8 +120,27 @@ def compare_benchmarks(
     ``memory=True`` and ``flops=True`` add peak-memory (per scope) and operator-FLOP deltas,
     each from one separate instrumented call per side. ``clock`` replaces time.perf_counter
     for every timed region (tests inject a simulated clock).
+
+    ``options`` (a :class:`LatencyOptions` or a mapping of its fields) and ``judge`` (a
+    :class:`Judge` or a mapping) carry the same settings as one object each; the flat
+    keywords build them when these are not given, and giving both ways is refused.
     """
-    judge = Judge(min_effect, max_noise, ci_floor, min_blocks, confidence, resamples, seed)
+    flat = {
+        "warmup": warmup,
+        "min_run_time": min_run_time,
+        "max_run_time": max_run_time,
+        "min_blocks": min_blocks,
+        "clock": clock,
+    }
+    rules = {
+        "min_effect": min_effect,
+        "max_noise": max_noise,
+        "ci_floor": ci_floor,
+        "confidence": confidence,
+        "resamples": resamples,
+        "seed": seed,
+    }
+    timing, judge = _settings(flat, rules, options, judge)
     names = (baseline_name, candidate_name)
     if callable(baseline) and callable(candidate):
         if check is None:
@@ -128,17 +153,8 @@ def compare_benchmarks(
             raise TypeError(f"check must be callable(base_out, cand_out), got {check!r}")
         # the same option checks as measure_latency, before either workload runs
         validate_work(work_units, unit)
-        options = LatencyOptions(
-            warmup=warmup,
-            min_run_time=min_run_time,
-            max_run_time=max_run_time,
-            min_blocks=min_blocks,
-            min_block_time=COMPARE_DEFAULTS.min_block_time,
-            noise_threshold=max_noise,
-            clock=clock,
-        )
         pair = _Pair(baseline, candidate, check, work_units, unit, names)
-        return _compare_workloads(pair, options, judge, memory=memory, flops=flops, device=device)
+        return _compare_workloads(pair, timing, judge, memory=memory, flops=flops, device=device)
     if callable(baseline) or callable(candidate):
         raise TypeError(
             "compare_benchmarks needs two workloads or two saved BenchmarkReports, got a mix "
@@ -157,6 +173,44 @@ def compare_benchmarks(
             )
         )
     return comparison
+
+
+_COMPARE_JUDGE = Judge()
+
+
+def _settings(
+    flat: dict[str, Any],
+    rules: dict[str, Any],
+    options: LatencyOptions | Mapping[str, Any] | None,
+    judge: Judge | Mapping[str, Any] | None,
+) -> tuple[LatencyOptions, Judge]:
+    """LatencyOptions and Judge from ``options=``/``judge=`` or from the flat keywords;
+    a flat keyword moved from its default beside the object is refused (which one wins
+    would be a guess)."""
+    defaults = {name: getattr(COMPARE_DEFAULTS, name) for name in flat}
+    rule_defaults = {name: getattr(_COMPARE_JUDGE, name) for name in rules}
+    for given, values, base, label in (
+        (options, flat, defaults, "options"),
+        (judge, rules, rule_defaults, "judge"),
+    ):
+        moved = sorted(name for name, value in values.items() if value != base[name])
+        if given is not None and moved:
+            raise TypeError(
+                f"compare_benchmarks got {label}= and the keyword(s) {moved}: pass each "
+                f"setting once, inside {label}= or as a keyword"
+            )
+    if judge is not None:
+        rule = Judge.from_mapping(judge)
+    else:
+        rule = Judge(min_blocks=flat["min_blocks"], **rules)
+    if options is not None:
+        return LatencyOptions.from_mapping(options, base=COMPARE_DEFAULTS), rule
+    timing = LatencyOptions(
+        **flat,
+        min_block_time=COMPARE_DEFAULTS.min_block_time,
+        noise_threshold=rule.max_noise,
+    )
+    return timing, rule
 
 
 def _as_benchmark(report: Any, argument: str) -> BenchmarkReport:
@@ -216,7 +270,13 @@ def _time_pair(
     check_result = run_check(pair.check, base_out, cand_out)
     del base_out, cand_out
     run = run_interleaved(
-        pair.baseline, pair.candidate, sync=sync, options=options, enough=judge.settled
+        pair.baseline,
+        pair.candidate,
+        sync=sync,
+        options=options,
+        enough=judge.settled,
+        control=judge.aa_control,
+        seed=judge.seed,
     )
     method = "wall_clock_synchronized" if is_synchronized(device) else "wall_clock"
     host = monitor.finish() if monitor is not None else None
@@ -323,10 +383,10 @@ def _compare_workloads(
     warning = unsynchronized_accelerator(resolved, "latency.warmed")
     if warning is not None:
         diagnostics.append(warning)
-    latency, noisy = latency_delta(
-        run.baseline_blocks, run.candidate_blocks, judge, paired=True, method=timed.method
-    )
-    diagnostics += noisy
+    outcome = paired_deltas(run, judge, timed.method, timed.host)
+    settings["paired"] = outcome.summary
+    latency = _with_noise(outcome.latency, run, judge, diagnostics)
+    diagnostics += outcome.diagnostics
     if timed.host is not None:
         diagnostics += host_diagnostics(timed.host, None, "latency.warmed")
     deltas = [
@@ -334,6 +394,7 @@ def _compare_workloads(
         throughput_delta(latency, pair.work_units, pair.unit),
         first_call_delta(*timed.first_calls, timed.method),
     ]
+    deltas += [d for d in (outcome.control, outcome.cpu_time) if d is not None]
     deltas += _instrumented_deltas(pair, reports, judge, resolved, (memory, flops))
     if timed.check.passed is False:
         deltas = withhold(deltas, timed.check)
@@ -354,7 +415,20 @@ def _compare_workloads(
         baseline=reports[0],
         candidate=reports[1],
         diagnostics=diagnostics,
+        interleaved_rounds=rounds_record(run),
     )
+
+
+def _with_noise(
+    latency: PerformanceDelta, run: InterleavedRun, judge: Judge, diagnostics: list[Diagnostic]
+) -> PerformanceDelta:
+    """The ``latency_noisy`` warning beside the verdict (never instead of it)."""
+    noise = max(relative_iqr(run.baseline_blocks), relative_iqr(run.candidate_blocks))
+    if noise <= judge.max_noise:
+        return latency
+    diagnostics.append(noise_diagnostic(noise, judge, latency.verdict))
+    reason = f"{latency.reason}; noise warning: IQR/median {noise:.1%} > {judge.max_noise:.1%}"
+    return latency.model_copy(update={"reason": reason})
 
 
 def _comparability(base: BenchmarkReport, cand: BenchmarkReport) -> list[str]:

@@ -4,13 +4,17 @@ call, peak memory per scope and operator FLOPs; and withholding when the check f
 The latency verdict follows one rule, shared with the CI gate: faster or slower when the
 interval excludes no change and the point ratio is beyond the minimum effect; noise is shown
 beside the verdict as a warning, never turned into ``inconclusive``; ``inconclusive`` only
-when the interval does not decide (or there are fewer rounds than ``min_blocks``).
+when the interval does not decide (or there are fewer rounds than ``min_blocks``). Saved
+reports are judged here from a bootstrap of lower deciles; an interleaved run is judged in
+:mod:`.judging` (paired rounds, A/A control, busy-host refusal) with the same verdict rule.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from ..report import (
     CheckResult,
@@ -21,19 +25,15 @@ from ..report import (
     PerformanceDelta,
 )
 from ..stats import quantile, relative_iqr
-from .interleave import (
-    CHECK_RESAMPLES,
-    LOCATION_LEVEL,
-    interval_settled,
-    latency_verdict,
-    ratio_of_locations,
-)
+from .interleave import LOCATION_LEVEL, InterleavedRun, latency_verdict, ratio_of_locations
+from .paired import paired_ratio, paired_sides, widened
 
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 2000
 DEFAULT_MAX_NOISE = 0.05
 DEFAULT_CI_FLOOR = 0.005
+DEFAULT_MIN_CPU_SHARE = 0.1  # see docs/comparison.md, "Verdicts under load"
 
 
 def _not_int(value: object) -> bool:
@@ -52,9 +52,11 @@ class Judge:
     confidence: float = DEFAULT_CONFIDENCE
     resamples: int = DEFAULT_RESAMPLES
     seed: int = 0
+    aa_control: bool = True
+    min_cpu_share: float = DEFAULT_MIN_CPU_SHARE
 
     def __post_init__(self) -> None:
-        for name in ("min_effect", "max_noise", "ci_floor", "confidence"):
+        for name in ("min_effect", "max_noise", "ci_floor", "confidence", "min_cpu_share"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"{name} must be a number, got {value!r}")
@@ -75,6 +77,25 @@ class Judge:
             raise ValueError(f"resamples must be an int >= 100, got {self.resamples!r}")
         if _not_int(self.min_blocks) or self.min_blocks < 3:
             raise ValueError(f"min_blocks must be an int >= 3, got {self.min_blocks!r}")
+        if not 0.0 <= self.min_cpu_share <= 1.0:
+            raise ValueError(f"min_cpu_share must be in [0, 1], got {self.min_cpu_share!r}")
+        if not isinstance(self.aa_control, bool):
+            raise TypeError(f"aa_control must be a bool, got {self.aa_control!r}")
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any] | Judge | None) -> Judge:
+        """A Judge from a mapping of its field names (unknown names refused), or as given."""
+        if options is None:
+            return cls()
+        if isinstance(options, Judge):
+            return options
+        if not isinstance(options, Mapping):
+            raise TypeError(f"judge options must be a Judge or a mapping, got {options!r}")
+        allowed = sorted(f.name for f in fields(cls))
+        unknown = sorted(set(options) - set(allowed))
+        if unknown:
+            raise ValueError(f"judge has unknown key(s) {unknown}; allowed: {allowed}")
+        return replace(cls(), **dict(options))
 
     def settings(self) -> dict[str, object]:
         return {
@@ -85,22 +106,40 @@ class Judge:
             "resamples": self.resamples,
             "bootstrap_seed": self.seed,
             "min_blocks": self.min_blocks,
-            "location": f"quantile {LOCATION_LEVEL} of per-call block averages",
+            "aa_control": self.aa_control,
+            "min_cpu_share": self.min_cpu_share,
+            "location": "interleaved: median of per-round ratios (sign-test interval), "
+            f"saved reports: quantile {LOCATION_LEVEL} of per-call block averages",
         }
 
-    def settled(self, base_blocks: list[float], cand_blocks: list[float]) -> bool:
-        """The adaptive stop for interleaved rounds: the paired interval's relative width is
-        below the minimum effect (a quick bootstrap; the reported interval uses more)."""
-        estimate = ratio_of_locations(
-            base_blocks,
-            cand_blocks,
-            confidence=self.confidence,
-            resamples=CHECK_RESAMPLES,
-            paired=True,
-            seed=self.seed,
-            floor=self.ci_floor,
-        )
-        return interval_settled(estimate, self.min_effect)
+    def settled(self, run: InterleavedRun) -> bool:
+        """The adaptive stop: the interval of the undisturbed rounds, widened by the A/A
+        control, is narrower than the minimum effect (relative width)."""
+        sides = paired_sides(run, self.min_blocks)
+        if sides.undisturbed is not None and sides.undisturbed < self.min_blocks:
+            return False
+        estimate = paired_ratio(sides.base, sides.cand, confidence=self.confidence)
+        control = None
+        if sides.control:
+            control = paired_ratio(sides.control_base, sides.control, confidence=self.confidence)
+        final = widened(estimate, control, self.ci_floor)
+        if final.low is None or final.high is None:
+            return False
+        return (final.high - final.low) / final.ratio < self.min_effect
+
+
+def noise_diagnostic(noise: float, judge: Judge, verdict: str) -> Diagnostic:
+    """``latency_noisy``: shown beside a verdict, never turned into one."""
+    return Diagnostic(
+        code="latency_noisy",
+        severity="warning",
+        metric="latency.warmed",
+        message=(
+            f"block times are noisy (IQR/median up to {noise:.1%}, above max_noise "
+            f"{judge.max_noise:.1%}); the verdict '{verdict}' comes from the interval, "
+            "which accounts for it; the host was probably busy"
+        ),
+    )
 
 
 def latency_delta(
@@ -128,18 +167,7 @@ def latency_delta(
     noise = max(relative_iqr(base_blocks), relative_iqr(cand_blocks))
     if noise > judge.max_noise:
         reason += f"; noise warning: IQR/median {noise:.1%} > {judge.max_noise:.1%}"
-        diagnostics.append(
-            Diagnostic(
-                code="latency_noisy",
-                severity="warning",
-                metric="latency.warmed",
-                message=(
-                    f"block times are noisy (IQR/median up to {noise:.1%}, above max_noise "
-                    f"{judge.max_noise:.1%}); the verdict '{verdict}' comes from the interval, "
-                    "which accounts for it; the host was probably busy"
-                ),
-            )
-        )
+        diagnostics.append(noise_diagnostic(noise, judge, verdict))
     latency_method = f"{method}_lower_decile"
 
     def result(blocks: list[float]) -> MetricResult:
@@ -170,7 +198,8 @@ def latency_delta(
 def throughput_delta(latency: PerformanceDelta, work_units: float, unit: str) -> PerformanceDelta:
     """Throughput = work_units / latency location: its ratio is the inverse of latency's."""
     assert latency.baseline.value and latency.candidate.value and latency.ratio
-    method = "work_units_per_lower_decile_latency"
+    paired = latency.method.endswith("_paired_median")
+    method = f"work_units_per_{'paired_median' if paired else 'lower_decile'}_latency"
     scope = "warmed_block_average"
 
     def result(seconds: float) -> MetricResult:

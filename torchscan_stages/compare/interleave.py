@@ -1,24 +1,26 @@
 """Interleaved timing of two workloads and a bootstrap interval for their latency ratio.
 
 Both sides are timed by the same primitives as measure_latency (time_block and
-calibrate_block); rounds alternate the order (AB, BA, AB, ...) so slow drift of the machine
-(frequency, other load) hits both sides alike. Paired rounds are resampled together, which
-keeps that shared drift out of the interval.
+calibrate_block). Each round runs one block of the baseline, one of the candidate and (the
+in-run A/A control) a second block of the baseline, in an order drawn at random for that
+round from a seeded generator: no drift or periodic load of the host can line up with one
+side (a fixed AB, BA alternation can), which is what makes the paired sign-test interval of
+:mod:`.paired` valid under any noise.
 
 Sampling is adaptive: after ``min_run_time`` and ``min_blocks`` rounds, the interval is
 re-estimated each time the rounds grew by a quarter, and sampling stops as soon as the
 interval is narrower than the owner's minimum effect, or when the time budget
 (``max_run_time``) is spent; the run says which one stopped it.
 
-The location estimate is the lower decile of per-call block averages (see
-:data:`LOCATION_LEVEL` and docs/methodology.md): on a CPU-bound block, interference from
-other processes only ever adds time, so the low part of the distribution carries the
-workload's own cost and the upper part the host's noise.
+Saved reports (measured at different times, so not paired) are still compared by the lower
+decile of per-call block averages with a bootstrap (:func:`ratio_of_locations`, see
+docs/methodology.md).
 """
 
 from __future__ import annotations
 
 import math
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +42,7 @@ STOP_BACKSTOP = "wall_clock_backstop"
 CHECK_RESAMPLES = 300  # bootstrap resamples of each stop check (the final interval uses more)
 CHECK_GROWTH = 1.25
 
-Enough = Callable[[list[float], list[float]], bool]
+Enough = Callable[["InterleavedRun"], bool]
 
 
 @dataclass
@@ -57,6 +59,14 @@ class InterleavedRun:
     stop_reason: str = STOP_BUDGET
     baseline_trace: BlockTrace = field(default_factory=BlockTrace)
     candidate_trace: BlockTrace = field(default_factory=BlockTrace)
+    # the A/A control: a second baseline block in every round (empty without the control)
+    control_blocks: list[float] = field(default_factory=list)
+    control_trace: BlockTrace = field(default_factory=BlockTrace)
+
+    @property
+    def traces(self) -> list[BlockTrace]:
+        sides = [self.baseline_trace, self.candidate_trace]
+        return [*sides, self.control_trace] if self.control_blocks else sides
 
 
 def _warm_both(
@@ -84,8 +94,12 @@ def run_interleaved(
     sync: Callable[[], None],
     options: LatencyOptions,
     enough: Enough | None = None,
+    control: bool = True,
+    seed: int = 0,
 ) -> InterleavedRun:
-    """Warm both sides up alternately, calibrate each, then time alternating block rounds.
+    """Warm both sides up alternately, calibrate each, then time rounds of one block per
+    side (and a second baseline block, the A/A control, when ``control``) in an order drawn
+    at random per round (``seed``).
 
     Stops once ``min_run_time`` has passed, ``min_blocks`` rounds exist and ``enough``
     (the caller's interval test) says so; or at ``max_run_time`` (the time budget); or at
@@ -112,23 +126,33 @@ def run_interleaved(
     run = InterleavedRun(
         [],
         [],
-        cal[0].calls_per_block,
-        cal[1].calls_per_block,
+        # one block size for every side: under load a block's per-call average depends on
+        # how many calls it holds (a longer block catches a preemption more often but
+        # spreads it over more calls), so sides of unequal block sizes are not exchangeable
+        # and even an A/A pair would differ; the larger size keeps both above the target
+        max(c.calls_per_block for c in cal),
+        max(c.calls_per_block for c in cal),
         warmup_calls,
         2 * warmup_calls + cal[0].calls_made + cal[1].calls_made,
         0.0,
     )
-    sides = (
+    sides = [
         (baseline, run.baseline_calls_per_block, run.baseline_blocks, run.baseline_trace),
         (candidate, run.candidate_calls_per_block, run.candidate_blocks, run.candidate_trace),
-    )
+    ]
+    if control:
+        sides.append(
+            (baseline, run.baseline_calls_per_block, run.control_blocks, run.control_trace)
+        )
+    per_round = sum(calls for _, calls, _, _ in sides)
+    shuffle = random.Random(seed)
     run_start = read()
     next_check = options.min_blocks
     while True:
-        order = sides if len(run.baseline_blocks) % 2 == 0 else sides[::-1]
+        order = shuffle.sample(sides, len(sides))
         for workload, calls, blocks, trace in order:
             blocks.append(probed_block(workload, calls, sync, read, probe, trace))
-        run.calls_made += run.baseline_calls_per_block + run.candidate_calls_per_block
+        run.calls_made += per_round
         elapsed = read() - run_start
         rounds = len(run.baseline_blocks)
         if elapsed >= options.max_run_time:
@@ -140,7 +164,7 @@ def run_interleaved(
         if elapsed < options.min_run_time or rounds < max(options.min_blocks, next_check):
             continue
         next_check = math.ceil(rounds * CHECK_GROWTH)
-        if enough is not None and enough(run.baseline_blocks, run.candidate_blocks):
+        if enough is not None and enough(run):
             run.stop_reason = STOP_NARROW
             break
     run.total_time_s = read() - begin

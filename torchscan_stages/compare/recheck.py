@@ -15,6 +15,8 @@ from typing import Any
 
 from ..report import BenchmarkComparison, PerformanceDelta
 from .deltas import Judge, latency_delta
+from .judging import paired_deltas
+from .paired import run_from_record
 
 _JUDGE_KEYS = {
     "min_effect": "min_effect",
@@ -24,7 +26,10 @@ _JUDGE_KEYS = {
     "resamples": "resamples",
     "seed": "bootstrap_seed",
     "min_blocks": "min_blocks",
+    "aa_control": "aa_control",
+    "min_cpu_share": "min_cpu_share",
 }
+_OPTIONAL = {"aa_control", "min_cpu_share"}  # recorded since the paired rule (issue 26)
 RTOL = 1e-9
 
 
@@ -38,7 +43,13 @@ def _blocks(comparison: BenchmarkComparison) -> tuple[list[float], list[float]] 
 
 def _judge(settings: dict[str, Any]) -> Judge | None:
     try:
-        return Judge(**{name: settings[key] for name, key in _JUDGE_KEYS.items()})
+        return Judge(
+            **{
+                name: settings[key]
+                for name, key in _JUDGE_KEYS.items()
+                if key in settings or name not in _OPTIONAL
+            }
+        )
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -69,8 +80,16 @@ def recheck_saved(comparison: BenchmarkComparison, where: str) -> str | None:
             f"{where}: paired rounds with {len(blocks[0])} and {len(blocks[1])} blocks"
         )
     for delta in recorded:
-        method = delta.method.removesuffix("_lower_decile")
-        fresh, _ = latency_delta(*blocks, judge, paired=paired, method=method)
+        if delta.method.endswith("_paired_median"):  # an interleaved run: the paired rule
+            if comparison.interleaved_rounds is None:
+                return f"{where} records no interleaved rounds to recompute its latency delta"
+            run = run_from_record(*blocks, comparison.interleaved_rounds)
+            host = comparison.baseline.provenance.host if comparison.baseline else None
+            method = delta.method.removesuffix("_paired_median")
+            fresh = paired_deltas(run, judge, method, host).latency
+        else:
+            method = delta.method.removesuffix("_lower_decile")
+            fresh, _ = latency_delta(*blocks, judge, paired=paired, method=method)
         _refuse_if_edited(delta, fresh, where)
     return None
 

@@ -17,12 +17,12 @@ Method (torch.utils.benchmark's blocked idea, with an adaptive stop):
    (block averages spread less), while the time left fits ``min_blocks`` such blocks.
 
 Every block is probed outside its timed region (process CPU time and involuntary context
-switches, through psutil) so that blocks the host took the CPU from are classified in the
-report (``latency.noise``; they are kept, never deleted), and the host's load at start and
-end goes into the report's provenance with a ``loaded_host`` warning when other processes
-competed for the cores. A wall-clock backstop (time.monotonic, independent of the clock in
-use) ends a timing whose clock does not advance. Settings live in one frozen
-:class:`LatencyOptions`.
+switches, via time.process_time and getrusage) so that blocks the host took the CPU from are
+classified in the report (``latency.noise``; they are kept, never deleted), and the host's
+load at start and end goes into the report's provenance with a ``loaded_host`` warning when
+other processes competed for the cores. A wall-clock backstop (time.monotonic, independent
+of the clock in use) ends a timing whose clock does not advance. Settings live in one
+frozen :class:`LatencyOptions`.
 
 The primitives :func:`time_block` and :func:`calibrate_block` are public so that a
 comparison can interleave blocks of two workloads with exactly the same timing code.
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,7 +198,8 @@ class _Blocks:
 
 
 def probe_for(options: LatencyOptions) -> Probe | None:
-    """The per-block probe: the injected one, else psutil's unless the clock is simulated."""
+    """The per-block probe: the injected one, else the process's own unless the clock is
+    simulated."""
     if options.probe is not None:
         return options.probe
     return process_probe() if options.clock is None else None
@@ -581,6 +582,7 @@ def measure_latency(
     target_relative_iqr: float = MEASURE_DEFAULTS.target_relative_iqr,
     noise_threshold: float = MEASURE_DEFAULTS.noise_threshold,
     name: str | None = None,
+    options: LatencyOptions | Mapping[str, Any] | None = None,
 ) -> BenchmarkReport:
     """First-call and warmed latency of ``workload`` with throughput in ``unit/s``.
 
@@ -589,22 +591,34 @@ def measure_latency(
     call completes (e.g. 32 samples): throughput = work_units / median warmed latency, not a
     served-queue throughput. ``device`` is the device whose queued work is synchronised
     inside every timed region (None = CPU). ``clock`` replaces time.perf_counter (tests).
-    The keywords build one :class:`LatencyOptions` (see there).
+    The keywords build one :class:`LatencyOptions` (see there); ``options`` gives that
+    object (or a mapping of its fields) directly, and a keyword moved from its default
+    beside it is refused (which one wins would be a guess).
     """
     check_workload(workload)
     validate_work(work_units, unit)
-    options = LatencyOptions(
-        warmup=warmup,
-        min_run_time=min_run_time,
-        max_run_time=max_run_time,
-        min_block_time=min_block_time,
-        min_blocks=min_blocks,
-        target_relative_iqr=target_relative_iqr,
-        noise_threshold=noise_threshold,
-        clock=clock,
-    )
+    flat: dict[str, Any] = {
+        "warmup": warmup,
+        "min_run_time": min_run_time,
+        "max_run_time": max_run_time,
+        "min_block_time": min_block_time,
+        "min_blocks": min_blocks,
+        "target_relative_iqr": target_relative_iqr,
+        "noise_threshold": noise_threshold,
+        "clock": clock,
+    }
+    if options is not None:
+        moved = sorted(k for k, v in flat.items() if v != getattr(MEASURE_DEFAULTS, k))
+        if moved:
+            raise TypeError(
+                f"measure_latency got options= and the keyword(s) {moved}: pass each setting "
+                "once, inside options= or as a keyword"
+            )
+        timing = LatencyOptions.from_mapping(options, base=MEASURE_DEFAULTS)
+    else:
+        timing = LatencyOptions(**flat)
     resolved = resolve_device(device)
-    run = run_latency(workload, options, work_units=work_units, unit=unit, device=resolved)
+    run = run_latency(workload, timing, work_units=work_units, unit=unit, device=resolved)
     return BenchmarkReport(
         provenance=build_provenance(host=run.host),
         name=name,

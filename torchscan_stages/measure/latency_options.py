@@ -35,7 +35,7 @@ class LatencyOptions:
     down. ``noise_threshold``: IQR/median
     above this gets a ``latency_noisy`` warning. ``clock``: replaces time.perf_counter (tests);
     host state is then not recorded (an injected clock simulates the machine). ``probe``:
-    replaces the per-block psutil probe of CPU time and involuntary switches (tests).
+    replaces the per-block probe of CPU time and involuntary switches (tests).
     """
 
     warmup: float = 0.1

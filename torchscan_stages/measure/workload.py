@@ -153,6 +153,7 @@ def measure_workload(
     rss_timeout: float = DEFAULT_TIMEOUT_S,
     profile_row_limit: int = DEFAULT_ROW_LIMIT,
     profile_trace_path: str | None = None,
+    options: Mapping[str, Any] | LatencyOptions | None = None,
 ) -> BenchmarkReport:
     """Run the selected passes separately and return one BenchmarkReport; print a summary.
 
@@ -160,13 +161,20 @@ def measure_workload(
     starts and ends; the summary goes to ``file`` (stdout by default). ``precision`` and
     ``training`` are declarations recorded as given (the workload owns them).
     ``latency_options`` is a :class:`LatencyOptions` or a mapping of its field names
-    (measure_latency's tuning keywords). ``rss_command`` runs as a fresh child (see
-    measure_peak_rss) and must rebuild the workload by itself.
+    (measure_latency's tuning keywords); ``options`` is the same, under the name
+    measure_latency and compare_benchmarks use (give one of the two). ``rss_command`` runs
+    as a fresh child (see measure_peak_rss) and must rebuild the workload by itself.
     """
     flags = {"flops": flops, "memory": memory, "latency": latency, "profile": profile}
     _validate(workload, flags, name, precision, training)
     validate_work(work_units, unit)
-    options = LatencyOptions.from_mapping(latency_options, base=MEASURE_DEFAULTS)
+    if options is not None and latency_options is not None:
+        raise TypeError(
+            "measure_workload got both options= and latency_options=: they are the same "
+            "setting, give one"
+        )
+    given = options if options is not None else latency_options
+    options = LatencyOptions.from_mapping(given, base=MEASURE_DEFAULTS)
     validate_profile_options(profile_row_limit, "self_cpu_time_total", profile_trace_path, 1)
     rss_argv: list[str] | None = None
     if rss_command is not None:

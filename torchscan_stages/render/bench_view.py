@@ -142,6 +142,40 @@ _LATENCY_STATS = (
 )
 
 
+def host_rows(report: BenchmarkReport) -> list[tuple[str, str]]:
+    """The host pressure the timing saw (provenance.host and the blocks' own CPU share)."""
+    host = report.provenance.host
+    rows: list[tuple[str, str]] = []
+    if host is not None:
+        rows.append(("host load average", f"{host.load_average_start} -> {host.load_average_end}"))
+        found = host.pressure
+        cores = found.usable_cpus if found and found.usable_cpus else host.logical_cpus
+        niced = f" ({found.niced_busy_processes} niced)" if found else ""
+        rows.append(("other busy processes", f"{host.busy_processes}{niced} on {cores} CPUs"))
+        if found is not None:
+            for label, value in (
+                ("CPU pressure (PSI some, share of the timing)", found.psi_some_share),
+                ("CPU pressure (PSI full, share of the timing)", found.psi_full_share),
+                ("steal time", found.steal_share),
+            ):
+                if value is not None:
+                    rows.append((label, f"{value * 100:.3g} %"))
+            if found.psi_some_avg10 is not None:
+                rows.append(
+                    ("PSI some avg10 / avg60", f"{found.psi_some_avg10} / {found.psi_some_avg60} %")
+                )
+            if found.procs_running is not None:
+                rows.append(("runnable tasks (system)", str(found.procs_running)))
+            if found.other_cpu_cores is not None:
+                rows.append(("CPU used by other processes", f"{found.other_cpu_cores:.2f} cores"))
+    noise = report.latency.noise if report.latency is not None else None
+    if noise is not None and noise.cpu_fraction is not None:
+        rows.append(("workload CPU time / wall time", f"{noise.cpu_fraction:.3f}"))
+    if noise is not None and noise.involuntary_switches is not None:
+        rows.append(("involuntary context switches", str(noise.involuntary_switches)))
+    return rows
+
+
 def _latency_parts(report: BenchmarkReport) -> dict[str, Any]:
     lat = report.latency
     if lat is None:
@@ -162,6 +196,7 @@ def _latency_parts(report: BenchmarkReport) -> dict[str, Any]:
         ]
     info = [("timer", lat.timer), ("device synchronised", pretty(lat.synchronized))]
     info += [(k, setting_text(k, v)) for k, v in sorted(lat.settings.items())]
+    info += host_rows(report)
     chart = latency_plot(lat.block_times_s, lat.stats) if lat.block_times_s else None
     return {
         "latency": totals,

@@ -67,9 +67,36 @@ class RunContext(_Model):
     stage: str | None = None
 
 
+class HostPressure(_Model):
+    """CPU pressure as the kernel accounts it during a timing (every field optional: None
+    where the kernel does not expose it). ``psi_*_share``: stalled time per wall second over
+    the timing (from /proc/pressure/cpu totals); ``psi_*_avg10/avg60``: the kernel's own
+    averages at the end, in percent; ``steal_share``: hypervisor steal in all CPU time;
+    ``procs_running``: runnable tasks system-wide (most of start and end, this one included);
+    ``usable_cpus``: the least of affinity, cgroup quota and logical CPUs; ``other_cpu_cores``:
+    cores used by the other visible processes; ``niced_busy_processes``: busy ones with
+    nice > 0; ``busy_percent_threshold``: the CPU percent that made a process busy."""
+
+    usable_cpus: float | None = None
+    affinity_cpus: int | None = None
+    cgroup_quota_cpus: float | None = None
+    psi_some_share: float | None = None
+    psi_full_share: float | None = None
+    psi_some_avg10: float | None = None
+    psi_some_avg60: float | None = None
+    psi_full_avg10: float | None = None
+    psi_full_avg60: float | None = None
+    steal_share: float | None = None
+    procs_running: int | None = None
+    other_cpu_cores: float | None = None
+    niced_busy_processes: int | None = None
+    busy_percent_threshold: float | None = None
+
+
 class HostState(_Model):
     """The host around a timing: its load at start and end, the CPU frequency governor
-    (where readable) and how many other processes kept at least half a core busy."""
+    (where readable), how many other processes competed (busy: at least half a fair share
+    of the usable cores) and what the kernel accounted (``pressure``)."""
 
     logical_cpus: int | None = None
     load_average_start: list[float] | None = None
@@ -82,6 +109,7 @@ class HostState(_Model):
     host_id: str | None = None
     started_at: str | None = None
     finished_at: str | None = None
+    pressure: HostPressure | None = None  # absent in reports written before it existed
 
 
 class Provenance(_Model):
@@ -240,6 +268,9 @@ class LatencyNoise(_Model):
     involuntary_switches: int | None = None
     cpu_fraction: float | None = None  # process CPU time / wall time over the blocks
     load_changed: bool | None = None
+    # per block (same index as block_times_s): CPU time / wall time and involuntary switches
+    block_cpu_fraction: list[float] | None = None
+    block_involuntary_switches: list[int] | None = None
 
 
 class LatencySection(_Model):
@@ -410,6 +441,9 @@ class BenchmarkComparison(_Report):
     settings: dict[str, Any] = Field(default_factory=dict)
     baseline: BenchmarkReport | None = None
     candidate: BenchmarkReport | None = None
+    # an interleaved run's raw rounds beyond the sides' blocks (the A/A control's blocks and
+    # every block's probe readings), so a saved verdict can be recomputed exactly
+    interleaved_rounds: dict[str, Any] | None = None
 
 
 # ---------------------------------------------------------------------------- prediction

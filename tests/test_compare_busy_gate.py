@@ -1,0 +1,134 @@
+"""The gate follows the comparison's refusal under a busy host, and options=/judge= are
+accepted by compare_benchmarks and measure_latency (simulated clock and probe only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from simulated_clock import SimulatedClock
+
+from torchscan_stages import Judge, LatencyOptions, compare_benchmarks, measure_latency
+from torchscan_stages.commands.compare import gate, main, markdown_for_comparison, refusal
+from torchscan_stages.measure.latency_options import Probe
+
+
+def _starved_probe(clock: SimulatedClock, share: float) -> Probe:
+    """A probe in which the process got ``share`` of the simulated wall time as CPU time,
+    with an involuntary context switch before every read."""
+    state = {"switches": 0}
+
+    def probe() -> tuple[float, int]:
+        state["switches"] += 1
+        return share * clock.now, state["switches"]
+
+    return probe
+
+
+def test_a_busy_host_makes_the_gate_unverifiable(
+    sim_clock: SimulatedClock, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 1.0 ms against 1.3 ms (+-1%), a clear slowdown, but the probe says the workloads got 5%
+    # of the wall time as CPU: the comparison declines, and the gate cannot verify (exit 3)
+    options = LatencyOptions(
+        min_run_time=0.5, max_run_time=2.0, min_blocks=10, clock=sim_clock,
+        probe=_starved_probe(sim_clock, 0.05),
+    )  # fmt: skip
+    result = compare_benchmarks(
+        sim_clock.workload(1e-3, noise=0.01, seed=1),
+        sim_clock.workload(1.3e-3, noise=0.01, seed=2),
+        check=lambda a, b: True,
+        options=options,
+    )
+    latency = result.deltas[0]
+    assert latency.verdict == "inconclusive"
+    assert result.settings["paired"]["host_too_busy"] is True
+    assert "host_too_busy" in [d.code for d in result.diagnostics]
+    assert refusal(result) is not None and "host too busy" in refusal(result)  # type: ignore[operator]
+    outcome = gate(result, 1.05)
+    assert outcome.exit_code == 3 and not outcome.violations
+    saved = result.save(tmp_path / "cmp.json")
+    assert main([str(saved), "--max-slowdown", "1.05"]) == 3
+    out = capsys.readouterr().out
+    assert "**Gate: CANNOT VERIFY**" in out
+    assert "could not decide: host too busy" in out and "5%" in out
+    assert "Gate: FAILED" not in out
+
+
+def test_a_quiet_comparison_reports_its_rounds_and_control(sim_clock: SimulatedClock) -> None:
+    # the same pair without a probe (nothing says the host was busy): slower, with an A/A
+    # control delta beside it and the rounds it used in the Markdown
+    result = compare_benchmarks(
+        sim_clock.workload(1e-3, noise=0.01, seed=1),
+        sim_clock.workload(1.3e-3, noise=0.01, seed=2),
+        check=lambda a, b: True,
+        clock=sim_clock,
+    )
+    metrics = {d.metric: d for d in result.deltas}
+    assert metrics["latency.warmed"].verdict == "slower"
+    assert metrics["latency.aa_control"].verdict == "no_difference"
+    assert refusal(result) is None
+    text = markdown_for_comparison(result)
+    assert "A/A control ratio" in text and "judged on" in text
+
+
+def test_options_and_judge_objects_are_accepted(sim_clock: SimulatedClock) -> None:
+    judge = Judge(min_effect=0.2)  # a 30% slowdown is still beyond a 20% minimum effect
+    result = compare_benchmarks(
+        sim_clock.workload(1e-3, noise=0.01, seed=1),
+        sim_clock.workload(1.3e-3, noise=0.01, seed=2),
+        check=lambda a, b: True,
+        options={"clock": sim_clock, "max_run_time": 2.0},
+        judge=judge,
+    )
+    assert result.settings["min_effect"] == 0.2 and result.settings["max_run_time_s"] == 2.0
+    assert result.deltas[0].verdict == "slower"
+
+
+def test_a_setting_given_both_ways_is_refused(sim_clock: SimulatedClock) -> None:
+    calls: list[int] = []
+
+    def workload() -> int:
+        calls.append(1)
+        return 1
+
+    with pytest.raises(TypeError, match=r"judge= and the keyword\(s\) \['min_effect'\]"):
+        compare_benchmarks(
+            workload, workload, check=lambda a, b: True, judge=Judge(), min_effect=0.1
+        )
+    with pytest.raises(TypeError, match=r"options= and the keyword\(s\) \['max_run_time'\]"):
+        measure_latency(workload, options=LatencyOptions(), max_run_time=1.0)
+    with pytest.raises(ValueError, match="unknown key"):
+        compare_benchmarks(workload, workload, check=lambda a, b: True, judge={"min_efect": 0.1})
+    assert calls == []  # refused before any call
+
+
+def test_measure_latency_takes_options(sim_clock: SimulatedClock) -> None:
+    report = measure_latency(
+        sim_clock.workload(1e-3), options=LatencyOptions(clock=sim_clock, max_run_time=0.2)
+    )
+    assert report.latency is not None and report.latency.settings["max_run_time_s"] == 0.2
+
+
+def test_a_saved_interleaved_comparison_is_recomputed_by_the_gate(
+    sim_clock: SimulatedClock, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 1.3x slower, saved: the gate recomputes the paired verdict from the recorded rounds
+    # (control blocks and probe readings kept in interleaved_rounds) and fails it (exit 1);
+    # the same file with its A/A control's blocks edited no longer follows: refused (exit 2)
+    result = compare_benchmarks(
+        sim_clock.workload(1e-3, noise=0.01, seed=1),
+        sim_clock.workload(1.3e-3, noise=0.01, seed=2),
+        check=lambda a, b: True,
+        clock=sim_clock,
+    )
+    saved = result.save(tmp_path / "cmp.json")
+    assert main([str(saved), "--max-slowdown", "1.05"]) == 1
+    assert "**Gate: FAILED**" in capsys.readouterr().out
+    assert result.interleaved_rounds is not None
+    rounds = dict(result.interleaved_rounds)
+    rounds["control_blocks_s"] = [1.2 * b for b in rounds["control_blocks_s"]]
+    edited = result.model_copy(update={"interleaved_rounds": rounds})
+    path = edited.save(tmp_path / "edited.json")
+    assert main([str(path), "--max-slowdown", "1.05"]) == 2
+    assert "does not follow from its own block times" in capsys.readouterr().err
