@@ -232,7 +232,7 @@ def test_flop_and_memory_deltas_use_complete_values_of_one_scope() -> None:
 
 
 def test_saved_reports_compare_their_flops() -> None:
-    from torchscan_stages.measure.workload import measure_workload
+    from torchscan_stages.face import measure_workload
 
     small, large = torch.randn(8, 8), torch.randn(16, 16)
     base = measure_workload(lambda: small @ small, latency=False, memory=False, progress=False)
@@ -245,7 +245,7 @@ def test_saved_reports_compare_their_flops() -> None:
 
 
 def test_reports_from_another_package_version_are_not_comparable() -> None:
-    from torchscan_stages.measure.workload import measure_workload
+    from torchscan_stages.face import measure_workload
     from torchscan_stages.provenance import environment_fingerprint, environment_hash
 
     a = torch.randn(8, 8)

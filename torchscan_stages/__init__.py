@@ -15,14 +15,13 @@ if TYPE_CHECKING:
     from .analysis.crawl import crawl_module
     from .analysis.handlers import ModuleHandler
     from .analysis.operators import measure_flops
-    from .analysis.summary import summary
     from .compare.benchmarks import compare_benchmarks
     from .compare.reports import compare_reports
+    from .face import measure_workload, summary
     from .measure.latency import measure_latency
     from .measure.memory import measure_peak_memory
     from .measure.profile import profile_workload
     from .measure.rss import measure_peak_rss
-    from .measure.workload import measure_workload
     from .predict import predict_peak_memory
     from .render import render_report
     from .report import (
@@ -40,14 +39,14 @@ if TYPE_CHECKING:
 
 _PUBLIC: dict[str, str] = {
     "crawl_module": ".analysis.crawl",
-    "summary": ".analysis.summary",
+    "summary": ".face",
     "ModuleHandler": ".analysis.handlers",
     "measure_flops": ".analysis.operators",
     "measure_peak_memory": ".measure.memory",
     "measure_latency": ".measure.latency",
     "measure_peak_rss": ".measure.rss",
     "profile_workload": ".measure.profile",
-    "measure_workload": ".measure.workload",
+    "measure_workload": ".face",
     "predict_peak_memory": ".predict",
     "compare_reports": ".compare.reports",
     "compare_benchmarks": ".compare.benchmarks",

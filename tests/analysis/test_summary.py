@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from torchscan_stages.analysis.crawl import crawl_module
-from torchscan_stages.analysis.summary import summary
 from torchscan_stages.commands.summary import main
+from torchscan_stages.face import summary
 from torchscan_stages.render.text import compact_metric
 from torchscan_stages.report import IncompleteAnalysisError, MetricResult, load_report
 
@@ -169,9 +169,10 @@ def test_command_names_a_bad_import_path(argv: list[str], expected: str, capsys:
     assert expected in capsys.readouterr().err
 
 
-def test_command_takes_the_pipeline_spelling_too(capsys: Any) -> None:
+def test_command_takes_the_pipeline_spelling_too(tmp_path: Path, capsys: Any) -> None:
     """``pkg.module.factory`` (a config's ``_target_``) works as ``pkg.module:factory`` does."""
-    assert main(["--model", "torch.nn.Identity", "--input-shape", "4"]) == 0
+    out = str(tmp_path / "summary.json")  # never the checkout's reports/
+    assert main(["--model", "torch.nn.Identity", "--input-shape", "4", "--json", out]) == 0
     assert "Identity" in capsys.readouterr().out
 
 

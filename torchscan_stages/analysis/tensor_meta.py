@@ -164,21 +164,3 @@ def call_meta(args: tuple[Any, ...], kwargs: dict[str, Any]) -> ValueMeta:
 def _build(**fields: Any) -> ValueMeta:
     """ValueMeta without re-validation: every field here is built from typed metadata."""
     return ValueMeta.model_construct(**fields)
-
-
-def describe_shape(meta: ValueMeta | None) -> str:
-    """Short text for a table cell: [1, 16, 32, 32], tuples as (a, b), '-' when none."""
-    if meta is None:
-        return "-"
-    if meta.kind == "tensor":
-        return "[" + ", ".join(str(d) for d in meta.shape or []) + "]"
-    if meta.kind in ("tuple", "list"):
-        inner = [describe_shape(i) for i in meta.items or [] if i.kind != "none"]
-        if len(inner) == 1:
-            return inner[0]
-        return "(" + ", ".join(inner) + ")"
-    if meta.kind == "dict":
-        return "{" + ", ".join(meta.keys or []) + "}"
-    if meta.kind == "none":
-        return "None"
-    return meta.type_name or meta.kind

@@ -1,26 +1,36 @@
-"""summary(): crawl_module plus a table for people. The report stays the product.
+"""The summary table of an AnalysisReport, for people. The report stays the product.
 
 Markers: a partial value is shown as ``>=N`` (lower bound), an unavailable one as ``n/a``; the
-diagnostics follow the table. Measurement code never prints; this module only formats.
+diagnostics follow the table. This module only formats; ``summary()`` (the face) prints it.
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TextIO
+from collections.abc import Mapping, Sequence
 
-import torch
-from torch import nn
-
-from ..render.text import compact_metric, compact_number
-from ..report import AnalysisReport, Diagnostic, IncompleteAnalysisError, LayerRecord
-from .crawl import Mode, crawl_module
-from .handlers import ModuleHandler
-from .tensor_meta import describe_shape
+from ..report import AnalysisReport, Diagnostic, LayerRecord, ValueMeta
+from .text import compact_metric, compact_number
 
 COLUMNS = ("Layer", "Type", "Output shape", "Params", "FLOPs", "MACs", "DMAs", "RF", "Op FLOPs")
 PATHS_SHOWN = 3
+
+
+def describe_shape(meta: ValueMeta | None) -> str:
+    """Short text for a table cell: [1, 16, 32, 32], tuples as (a, b), '-' when none."""
+    if meta is None:
+        return "-"
+    if meta.kind == "tensor":
+        return "[" + ", ".join(str(d) for d in meta.shape or []) + "]"
+    if meta.kind in ("tuple", "list"):
+        inner = [describe_shape(i) for i in meta.items or [] if i.kind != "none"]
+        if len(inner) == 1:
+            return inner[0]
+        return "(" + ", ".join(inner) + ")"
+    if meta.kind == "dict":
+        return "{" + ", ".join(meta.keys or []) + "}"
+    if meta.kind == "none":
+        return "None"
+    return meta.type_name or meta.kind
 
 
 def _layer_row(report: AnalysisReport, layer: LayerRecord, held: dict[str, int]) -> tuple[str, ...]:
@@ -147,56 +157,3 @@ def _products(report: AnalysisReport) -> str:
     if flops is None or flops.product_flops is None:
         return ""
     return f", of which tensor products {compact_metric(flops.product_flops)}"
-
-
-def summary(
-    module: nn.Module,
-    input_shape: Sequence[int] | Sequence[Sequence[int]] | None = None,
-    *,
-    args: Any = None,
-    kwargs: Mapping[str, Any] | None = None,
-    dtype: torch.dtype | Sequence[torch.dtype] | None = None,
-    device: str | torch.device | None = None,
-    mode: Mode = "full",
-    strict: bool = False,
-    custom_mapping: Mapping[Any, Any] | None = None,
-    custom_modules: Mapping[type[nn.Module], ModuleHandler] | None = None,
-    fill_from_operators: bool | Iterable[type[nn.Module]] = False,
-    max_depth: int | None = None,
-    file: TextIO | None = None,
-) -> AnalysisReport:
-    """Print the cost table of one forward call and return its AnalysisReport.
-
-    Under ``strict=True`` an incomplete analysis still prints its table (with the partial
-    markers and diagnostics a person needs) before IncompleteAnalysisError is raised.
-    """
-    if max_depth is not None and (
-        isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0
-    ):
-        raise ValueError(f"max_depth must be a non-negative int or None, got {max_depth!r}")
-    out = file if file is not None else sys.stdout
-    types = (
-        {path: type(sub).__name__ for path, sub in module.named_modules()}
-        if isinstance(module, nn.Module)
-        else {}
-    )
-    try:
-        report = crawl_module(
-            module,
-            input_shape,
-            args=args,
-            kwargs=kwargs,
-            dtype=dtype,
-            device=device,
-            mode=mode,
-            strict=strict,
-            custom_mapping=custom_mapping,
-            custom_modules=custom_modules,
-            fill_from_operators=fill_from_operators,
-        )
-    except IncompleteAnalysisError as error:
-        if isinstance(error.report, AnalysisReport):
-            print(format_table(error.report, max_depth, types), end="", file=out)
-        raise
-    print(format_table(report, max_depth, types), end="", file=out)
-    return report

@@ -19,6 +19,12 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 Status: TypeAlias = Literal["complete", "partial", "unavailable"]
 Severity: TypeAlias = Literal["info", "warning", "error"]
+# the text a person sees for each status (printouts, progress lines, the compare gate)
+STATUS_MARKERS: dict[Status, str] = {
+    "complete": "[ok]",
+    "partial": "[>= partial]",
+    "unavailable": "[n/a]",
+}
 ReportKind: TypeAlias = Literal[
     "analysis", "flops", "benchmark", "report_diff", "benchmark_comparison", "prediction"
 ]
