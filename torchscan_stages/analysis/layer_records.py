@@ -27,6 +27,7 @@ from ..report import (
     combine_sum,
     trusted_construct,
 )
+from .call_values import tensor_sums
 from .handlers import (
     FILL_METHOD,
     FORMULA_METRICS,
@@ -569,30 +570,16 @@ def _module_sums(module: nn.Module) -> tuple[dict[str, int], list[tuple[int, int
     """A ParameterStats state with shared_parameters 0, and the (id, numel) of each parameter."""
     if not module._parameters and not module._buffers:
         return _NO_TENSORS
-    params = buffers = trainable = pbytes = bbytes = 0
-    ids = []
-    for p in module._parameters.values():
-        if p is None:
-            continue
-        n = p.numel()
-        params += n
-        trainable += n if p.requires_grad else 0
-        pbytes += n * p.element_size()
-        ids.append((id(p), n))
-    for b in module._buffers.values():
-        if b is None:
-            continue
-        buffers += b.numel()
-        bbytes += b.numel() * b.element_size()
+    sums = tensor_sums((module,))
     state = {
-        "parameters": params,
-        "trainable_parameters": trainable,
-        "parameter_bytes": pbytes,
-        "buffer_elements": buffers,
-        "buffer_bytes": bbytes,
+        "parameters": sums.parameters,
+        "trainable_parameters": sums.trainable_parameters,
+        "parameter_bytes": sums.parameter_bytes,
+        "buffer_elements": sums.buffer_elements,
+        "buffer_bytes": sums.buffer_bytes,
         "shared_parameters": 0,
     }
-    return state, ids
+    return state, list(sums.parameter_sizes)
 
 
 def _records(

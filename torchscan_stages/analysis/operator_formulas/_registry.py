@@ -1,6 +1,6 @@
 """The one table of built-in operator formulas and zero-FLOP operators.
 
-Families register with :func:`formula` and :func:`ignore`; both refuse a packet that is
+Families register with :func:`register_formula` and :func:`ignore`; both refuse a packet that is
 already registered (in either table), so no operator can silently get two meanings. Names are
 strings resolved against ``torch.ops.aten`` so that a family file can list an operator that a
 given torch build lacks (it is skipped and listed in :data:`MISSING`).
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 import torch
+
+from ..call_values import arg as arg  # re-exported: the families import it from here
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,27 +69,18 @@ def _resolve(names: Iterable[str]) -> list[Packet]:
     return packets
 
 
-def formula(*names: str, products: ProductShare = "none") -> Callable[[RawFormula], RawFormula]:
+def register_formula(fn: RawFormula, *names: str, products: ProductShare = "none") -> None:
     """Register ``fn(args, kwargs, out) -> int`` for each ``aten.<name>`` packet.
 
     ``products`` says how much of the count is tensor products: ``"none"`` (pointwise,
     normalisation, reductions...), ``"all"`` (matmul, convolution) or ``"split"`` (a fused
-    kernel whose formula returns :class:`Flops`).
+    kernel whose formula returns :class:`Flops`). One call form for every formula (most are
+    built by factories or share a name list, so a decorator would fit few of them).
     """
-
-    def register(fn: RawFormula) -> RawFormula:
-        for packet in _resolve(names):
-            FORMULAS[packet] = fn
-            if products != "none":
-                PRODUCT_SHARE[packet] = products
-        return fn
-
-    return register
-
-
-def register_formula(fn: RawFormula, *names: str, products: ProductShare = "none") -> None:
-    """Non-decorator form of :func:`formula` for formulas built by factories."""
-    formula(*names, products=products)(fn)
+    for packet in _resolve(names):
+        FORMULAS[packet] = fn
+        if products != "none":
+            PRODUCT_SHARE[packet] = products
 
 
 def ignore(reason: str, *names: str) -> None:
@@ -124,13 +117,6 @@ def first_numel(value: Any) -> int:
 
 def shape(value: Any) -> tuple[int, ...]:
     return tuple(value.shape) if isinstance(value, torch.Tensor) else ()
-
-
-def arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str, default: Any) -> Any:
-    """Positional-or-keyword argument lookup (the dispatcher passes either)."""
-    if len(args) > index:
-        return args[index]
-    return kwargs.get(name, default)
 
 
 def _input_numel(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
