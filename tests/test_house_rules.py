@@ -60,3 +60,27 @@ def test_resolve_device_is_defined_once() -> None:
         and node.name == "resolve_device"
     ]
     assert [d.split(":")[0] for d in definitions] == ["torchscan_stages/devices.py"]
+
+
+def _function_definitions(name: str) -> list[str]:
+    return [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
+    ]
+
+
+def test_each_shared_helper_is_defined_once() -> None:
+    """One concept, one helper (issue 28 item 8): the others were folded into these."""
+    homes = {
+        "first_tensor": "torchscan_stages/analysis/call_values.py",
+        "arg": "torchscan_stages/analysis/call_values.py",
+        "tensor_sums": "torchscan_stages/analysis/call_values.py",
+        "report_of_kind": "torchscan_stages/report/load.py",
+        "register_formula": "torchscan_stages/analysis/operator_formulas/_registry.py",
+    }
+    found = {name: [d.split(":")[0] for d in _function_definitions(name)] for name in homes}
+    assert found == {name: [home] for name, home in homes.items()}
+    gone = ("_first_tensor", "_first_shallow_tensor", "subtree_param_numel", "_tensor_sums")
+    assert [d for name in (*gone, "formula") for d in _function_definitions(name)] == []

@@ -40,7 +40,7 @@ from .io import (
     save_report,
     write_temporary,
 )
-from .load import load_report, report_json_schema
+from .load import load_report, report_json_schema, report_of_kind
 from .metric import (
     GZIP_MAGIC,
     NON_NEGATIVE_UNITS,
@@ -160,6 +160,7 @@ __all__ = [
     "combine_sum",
     "load_report",
     "report_json_schema",
+    "report_of_kind",
     "report_text",
     "save_report",
     "trusted_construct",
