@@ -347,7 +347,9 @@ def test_sampling_stops_at_the_time_budget(sim_clock: SimulatedClock) -> None:
         ci_floor=0.0,
     )
     assert result.settings["stop_reason"] == "time_budget"
-    assert result.deltas[0].verdict in ("inconclusive", "no_difference")
+    # the seeded samples give a ratio interval of about [0.53, 1.76]: it holds 1 and is far
+    # wider than the +-0.1% band, so neither a difference nor equivalence is shown
+    assert result.deltas[0].verdict == "inconclusive"
 
 
 def test_lower_decile_location_ignores_upper_contamination() -> None:
