@@ -33,6 +33,7 @@ test: setup
 lint: setup
 	$(PY) -m ruff check torchscan_stages tests benchmarks
 	$(PY) -m ruff format --check torchscan_stages tests benchmarks
+	$(PY) .ci/check_syntax
 
 types: setup
 	$(BEAT) mypy $(PY) -m mypy
