@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel
 from torch import nn
@@ -536,30 +536,6 @@ _DIRECT: dict[type[BaseModel], bool] = {
 }
 
 
-_B = TypeVar("_B", bound=BaseModel)
-
-
-_SLOTS = BaseModel.__dict__
-_set_fields_set = _SLOTS["__pydantic_fields_set__"].__set__
-_set_extra = _SLOTS["__pydantic_extra__"].__set__
-_set_private = _SLOTS["__pydantic_private__"].__set__
-# every field is set, so every instance of a class has the same fields-set: one shared set
-# (pydantic only ever adds a field name to it on assignment, a no-op when all are in; it
-# copies it in model_copy), instead of one 13-entry set per record
-_FIELDS_SET = {cls: set(order) for cls, order in _WRITTEN_ORDER.items()}
-
-
-def _new(cls: type[_B], state: dict[str, Any]) -> _B:
-    """``trusted_construct`` for a state already complete and in field order (built here).
-
-    BaseModel's slots are set through their descriptors: a third of ``object.__setattr__``'s
-    cost, paid three times per record; the fields-set is the class's shared one.
-    """
-    if not _DIRECT[cls]:
-        return trusted_construct(cls, state)
-    return _bare(cls, state)
-
-
 _NO_TENSORS: tuple[dict[str, int], list[tuple[int, int]]] = (
     dict.fromkeys(_WRITTEN_ORDER[ParameterStats], 0),
     [],
@@ -597,7 +573,7 @@ def _records(
     sums: dict[int, tuple[dict[str, int], list[tuple[int, int]]]] = {}
     seen: set[int] = set()
     records = []
-    make = _bare if all(_DIRECT.values()) else _new
+    direct = all(_DIRECT.values())  # the written orders still match the models
     for i, call in enumerate(calls):
         module = call.module
         entry = sums.get(id(module))
@@ -627,7 +603,7 @@ def _records(
         handler = call.handler
         path = call.path
         records.append(
-            make(  # fields are typed by construction, in LayerRecord's field order
+            trusted_construct(  # fields typed by construction, in LayerRecord's field order
                 LayerRecord,
                 {
                     "path": path,
@@ -640,23 +616,14 @@ def _records(
                     "inclusive": bool(handler is not None and handler.inclusive),
                     "input": call.inputs,
                     "output": call.output,
-                    "params": make(ParameterStats, params),
-                    "metrics": make(LayerMetrics, metrics),
+                    "params": trusted_construct(ParameterStats, params, in_order=direct),
+                    "metrics": trusted_construct(LayerMetrics, metrics, in_order=direct),
                     "operator_flops": per_layer_ops[i] if per_layer_ops is not None else None,
                 },
+                in_order=direct,
             )
         )
     return records
-
-
-def _bare(cls: type[_B], state: dict[str, Any]) -> _B:
-    """``_new`` without its fallback check (``_records`` checks once per crawl)."""
-    model = object.__new__(cls)
-    object.__setattr__(model, "__dict__", state)
-    _set_fields_set(model, _FIELDS_SET[cls])
-    _set_extra(model, None)
-    _set_private(model, None)
-    return model
 
 
 def build(calls: list[Call], mode: Mode, counter: OperatorCounter | None, fill: Any) -> Built:
