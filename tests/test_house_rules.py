@@ -31,6 +31,18 @@ def test_no_function_in_the_package_is_longer_than_80_lines() -> None:
     assert not long, "split these at their natural seams:\n" + "\n".join(long)
 
 
+MAX_MODULE_LINES = 700
+
+
+def test_no_module_in_the_package_is_longer_than_700_lines() -> None:
+    long = [
+        f"{path.relative_to(PACKAGE.parent)} {lines}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    assert not long, "split these at the seams of their jobs:\n" + "\n".join(long)
+
+
 def _assigned_names(tree: ast.Module) -> list[str]:
     """Names bound at a module's top level by ``NAME = ...`` or ``NAME: T = ...``."""
     names = []
