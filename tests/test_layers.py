@@ -19,7 +19,7 @@ ROOT = "torchscan_stages"
 GROUND = frozenset(
     {"report", "provenance", "devices", "targets", "workloads", "stats", "_gc", "_version"}
 )
-FACE = frozenset({"__init__", "__main__", "face", "commands", "pipeline", "stages"})
+FACE = frozenset({"__init__", "__main__", "face", "commands", "pipeline", "stages", "history"})
 # top-level part -> the other top-level parts it may import (ground parts may import each other)
 ALLOWED: dict[str, frozenset[str]] = {
     **{part: GROUND for part in GROUND},

@@ -14,6 +14,7 @@ SPEC_NAMES = {
     "AnalysisReport", "FlopReport", "BenchmarkReport", "ReportDiff", "BenchmarkComparison",
     "MetricResult", "Diagnostic", "ModuleHandler", "IncompleteAnalysisError",
     "predict_peak_memory", "PredictionReport",  # issue 17: prediction before running
+    "predict_sharded_peak_memory", "max_batch_size", "BatchSearch",  # issue 24: per rank
 }  # fmt: skip
 
 

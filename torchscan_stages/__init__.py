@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from .measure.profile import profile_workload
     from .measure.rss import measure_peak_rss
     from .predict import predict_peak_memory
+    from .predict.capacity import BatchSearch, max_batch_size
+    from .predict.sharded import predict_sharded_peak_memory
     from .render import render_report
     from .report import (
         AnalysisReport,
@@ -48,6 +50,9 @@ _PUBLIC: dict[str, str] = {
     "profile_workload": ".measure.profile",
     "measure_workload": ".face",
     "predict_peak_memory": ".predict",
+    "predict_sharded_peak_memory": ".predict.sharded",
+    "max_batch_size": ".predict.capacity",
+    "BatchSearch": ".predict.capacity",
     "compare_reports": ".compare.reports",
     "compare_benchmarks": ".compare.benchmarks",
     "render_report": ".render",
@@ -65,6 +70,7 @@ _PUBLIC: dict[str, str] = {
 
 __all__ = [
     "AnalysisReport",
+    "BatchSearch",
     "BenchmarkComparison",
     "BenchmarkReport",
     "Diagnostic",
@@ -79,12 +85,14 @@ __all__ = [
     "compare_reports",
     "crawl_module",
     "load_report",
+    "max_batch_size",
     "measure_flops",
     "measure_latency",
     "measure_peak_memory",
     "measure_peak_rss",
     "measure_workload",
     "predict_peak_memory",
+    "predict_sharded_peak_memory",
     "profile_workload",
     "render_report",
     "summary",

@@ -12,6 +12,7 @@ COMMANDS = {
     "summary": "print the cost table of an embedded model and write its AnalysisReport",
     "render": "render saved reports to one offline HTML page",
     "compare": "compare two saved reports; exit non-zero when an owner threshold is violated",
+    "history": "committed metrics over git history: steps, a JSON report, a page, bisect",
 }
 
 

@@ -18,7 +18,7 @@ def _blocks(language: str) -> list[str]:
 
 def test_python_blocks_run() -> None:
     blocks = _blocks("python")
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     namespace: dict[str, object] = {"__name__": "docs_prediction"}
     exec(compile(blocks[0], "docs/prediction.md[block 1]", "exec"), namespace)
     report = namespace["report"]
@@ -26,6 +26,10 @@ def test_python_blocks_run() -> None:
     assert report.peak.status == "complete"  # type: ignore[attr-defined]
     assert report.fits is True  # type: ignore[attr-defined]
     exec(compile(blocks[1], "docs/prediction.md[block 2]", "exec"), namespace)  # asserts inside
+    # the sharded recipe: one FSDP2 rank and a max-batch search (asserts inside)
+    exec(compile(blocks[2], "docs/prediction.md[block 3]", "exec"), namespace)
+    search = namespace["search"]
+    assert search.batch is not None and search.batch + 1 in search.curve  # type: ignore[attr-defined]
 
 
 def test_yaml_block_is_the_stage_settings() -> None:

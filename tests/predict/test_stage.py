@@ -93,3 +93,29 @@ def test_stage_in_cast_bf16_builds_bf16_parameters(tmp_path: Path) -> None:
     model, _, _ = build_model_and_inputs(validate_config(params))
     # 2 bytes per parameter in bf16, exact bytes on the CPU model
     assert report.by_category["parameters"].value == 2 * sum(p.numel() for p in model.parameters())
+
+
+def test_stage_predicts_one_fsdp2_rank_and_a_batch_curve(tmp_path: Path) -> None:
+    done = _run(
+        tmp_path, device="cpu", sharding="fsdp2", world_size=4, batches=[1, 2, 4],
+        capacity_bytes=2**30,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = load_report(tmp_path / "reports" / "predict.json")
+    assert isinstance(report, PredictionReport)
+    assert (report.world_size, report.rank, report.sharding) == (4, 0, "fsdp2")
+    assert report.peak.status == "complete", report.diagnostics
+    from torchscan_stages.pipeline.schema import validate_config
+    from torchscan_stages.pipeline.workload import build_model_and_inputs
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    model, _, _ = build_model_and_inputs(validate_config(params))
+    # one rank holds ceil(rows / 4) rows of every fp32 parameter (FSDP2 pads dim 0)
+    shard = sum(-(-p.shape[0] // 4) * (p.numel() // p.shape[0]) * 4 for p in model.parameters())
+    assert report.by_category["parameters"].value == shard
+    assert [point.batch for point in report.batch_curve] == [1, 2, 4]
+    peaks = [point.peak.value for point in report.batch_curve]
+    assert peaks == sorted(peaks) and peaks[0] < peaks[-1]  # activations grow with the batch
+    metrics = json.loads((tmp_path / "metrics" / "predict.json").read_text(encoding="utf-8"))
+    assert metrics["predicted_peak_bytes_batch_4"] == peaks[-1]
+    assert metrics["predicted_fits_batch_4"] == 1  # a few MiB against 1 GiB

@@ -73,6 +73,40 @@ class TrackedTensorMemory(TorchDispatchMode):
         self.grad_modes: set[bool] = set()
         self.operators = 0  # operator calls seen
         self.elements_out = 0  # elements of every non-view tensor they produced
+        self._resize: Any = None
+
+    def __enter__(self) -> TrackedTensorMemory:
+        """Also follow ``UntypedStorage.resize_``, which no dispatch mode sees: FSDP2 frees
+        and re-allocates unsharded parameters through it. Restored on exit."""
+        self._resize = resize = torch.UntypedStorage.resize_
+        tracker = self
+
+        def resize_(storage: torch.UntypedStorage, size: int) -> Any:
+            out = resize(storage, size)
+            tracker._resized(storage)
+            return out
+
+        torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign,assignment]
+        try:
+            super().__enter__()
+        except BaseException:
+            torch.UntypedStorage.resize_ = resize  # type: ignore[method-assign]
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        torch.UntypedStorage.resize_ = self._resize  # type: ignore[method-assign]
+        super().__exit__(*exc)
+
+    def _resized(self, storage: torch.UntypedStorage) -> None:
+        key = id(storage)
+        entry = self._live.get(key)
+        if entry is None or entry[0]() is not storage or entry[1] == storage.nbytes():
+            return
+        nbytes, device_type = storage.nbytes(), entry[2]
+        self._live[key] = (entry[0], nbytes, device_type)
+        self.current[device_type] = self.current.get(device_type, 0) + nbytes - entry[1]
+        self.peak[device_type] = max(self.peak.get(device_type, 0), self.current[device_type])
 
     def _freed(self, key: int, reference: weakref.ref[Any]) -> None:
         entry = self._live.get(key)
@@ -123,6 +157,10 @@ class TrackedTensorMemory(TorchDispatchMode):
         self.peak[device_type] = max(self.peak.get(device_type, 0), self.current[device_type])
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if any(getattr(kind, "__name__", None) == "DTensor" for kind in types):
+            # let DTensor run its local-shard operators, which come through here next: the
+            # DTensor wrapper itself owns no storage (its local tensor does)
+            return NotImplemented
         kwargs = kwargs or {}
         self.grad_modes.add(torch.is_grad_enabled())
         for item in tree_flatten((args, kwargs))[0]:

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from .parallelism import ParallelSeen
+
 CATEGORIES = (
     "parameters",
     "buffers",
@@ -39,6 +41,9 @@ class Owned:
 def _key(tensor: Any) -> int | None:
     if not isinstance(tensor, torch.Tensor):
         return None
+    local = getattr(tensor, "_local_tensor", None)  # a DTensor: its memory is the local shard
+    if isinstance(local, torch.Tensor):
+        tensor = local
     try:
         return id(tensor.untyped_storage())
     except (RuntimeError, NotImplementedError, TypeError):
@@ -59,6 +64,7 @@ class Ownership:
         # so a model the workload drops right after the peak is still classified (its
         # storages die after the module itself); the tracker forgets a key when it is freed
         self.labels: dict[int, tuple[str, str]] = {}
+        self.parallel = ParallelSeen()  # collectives, subclasses, parallel-package classes
 
     def _label(self, module: torch.nn.Module, name: str) -> None:
         for tensors, category in ((module._parameters, "parameters"), (module._buffers, "buffers")):
@@ -69,6 +75,7 @@ class Ownership:
 
     def _registered(self, module: torch.nn.Module, *_: Any) -> None:
         self._modules.add(module)
+        self.parallel.note_object(module)
         self._label(module, type(module).__name__)
 
     def _module_seen(self, module: torch.nn.Module, *_: Any) -> None:
@@ -77,6 +84,7 @@ class Ownership:
 
     def _step_pre(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
         self._optimizers.add(optimizer)
+        self.parallel.note_object(optimizer)
         self.in_step += 1
 
     def _step_post(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
@@ -133,15 +141,22 @@ class Ownership:
                         owners.setdefault(key, "optimizer")
         return owners
 
-    def snapshot(self, *, host_step_counters: bool, grads: dict[int, Any] | None = None) -> Owned:
+    def snapshot(
+        self,
+        *,
+        host_step_counters: bool,
+        grads: dict[int, Any] | None = None,
+        owned: Owned | None = None,
+    ) -> Owned:
         """Current owners of parameter, buffer, gradient and optimizer-state storages.
 
         ``host_step_counters``: an optimizer's scalar ``step`` tensors live in host memory on
         an accelerator unless the group is ``capturable`` or ``fused``; when the prediction
         models an accelerator from CPU fake tensors they are marked host-only. ``grads``:
         :meth:`grad_owners` read earlier, for a snapshot taken inside a free callback.
+        ``owned``: storages a subclass classified first (FSDP shards); they keep their category.
         """
-        owned = Owned()
+        owned = Owned() if owned is None else owned
         for module in list(self._modules):
             for param in module._parameters.values():
                 self._mark(owned, param, "parameters", module)

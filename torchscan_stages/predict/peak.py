@@ -25,6 +25,7 @@ from ..report import Diagnostic, MetricResult, PredictionReport
 from .allocator import AllocatorModel, allocator_model
 from .modules import QualifiedModuleStack
 from .ownership import CATEGORIES, Ownership
+from .parallelism import UNMODELLED, unmodelled
 from .tracker import PeakSnapshot, PeakTracker
 
 METHOD = "fake_tensor_prediction"
@@ -42,12 +43,18 @@ def _unseen_operator(error: Exception) -> str:
 
 
 def _run(
-    workload: Callable[[], Any], allocator: AllocatorModel
+    workload: Callable[[], Any],
+    allocator: AllocatorModel,
+    *,
+    tracker_type: type[PeakTracker] = PeakTracker,
+    ownership_type: type[Ownership] = Ownership,
 ) -> tuple[PeakTracker, PeakSnapshot, list[Diagnostic]]:
+    """Run ``workload`` once under fake tensors; ``tracker_type``/``ownership_type`` let the
+    sharded prediction (predict/sharded.py) follow collectives and DTensor shards."""
     diagnostics: list[Diagnostic] = []
     modules = QualifiedModuleStack()
-    ownership = Ownership()
-    tracker = PeakTracker(allocator, ownership, modules, modules._name)
+    ownership = ownership_type()
+    tracker = tracker_type(allocator, ownership, modules, modules._name)
     fake = FakeTensorMode(allow_non_fake_inputs=True)
 
     def settle() -> None:
@@ -187,7 +194,12 @@ def predict_peak_memory(
     allocator = allocator_model(str(device))
     tracker, snapshot, diagnostics = _run(workload, allocator)
     diagnostics += _diagnostics_of(tracker, allocator)
-    complete = not any(d.severity == "error" or d.code == "untracked_tensor" for d in diagnostics)
+    diagnostics += unmodelled(
+        tracker.ownership.parallel, predictor="predict_peak_memory (one device)"
+    )
+    complete = not any(
+        d.severity == "error" or d.code in ("untracked_tensor", UNMODELLED) for d in diagnostics
+    )
     scope = allocator.scope
     if tracker.peak == 0 and not complete:
         peak = MetricResult.unavailable(unit="bytes", scope=scope, method=METHOD)

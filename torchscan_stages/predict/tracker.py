@@ -203,6 +203,7 @@ class PeakTracker(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         self.operators_seen += 1
+        self.ownership.parallel.note(func, types)
         phase = self._phase()
         if func not in _LIFTS:  # a literal (torch.tensor(0.0)) made real, then lifted to fake
             for item in tree_flatten((args, kwargs))[0]:

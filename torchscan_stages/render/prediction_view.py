@@ -10,7 +10,7 @@ from ..report import MetricResult, PredictionReport
 from .analysis_view import TotalView
 from .common import reason_for
 from .format import DASH, Cell, iec_bytes, metric_cell, percent
-from .svg import bar_chart, metric_bar
+from .svg import Point, bar_chart, line_chart, metric_bar
 
 MODULE_ROWS = 25
 _CATEGORY_LABEL = {
@@ -21,6 +21,10 @@ _CATEGORY_LABEL = {
     "activations": "activations (made in a module's forward)",
     "temporaries": "temporaries (backward and optimizer step)",
     "other": "other (inputs, losses: made outside any module)",
+    "unsharded_parameters": "unsharded parameters (FSDP2 all-gathered, this rank's copy)",
+    "unsharded_gradients": "unsharded gradients (before their reduce-scatter)",
+    "all_gather_buffers": "all-gather buffers (FSDP2 collectives)",
+    "reduce_scatter_buffers": "reduce-scatter buffers (FSDP2 collectives)",
 }
 
 
@@ -35,6 +39,32 @@ class PredictionView:
     modules_more: int
     phases: list[tuple[str, Cell]]
     settings: list[tuple[str, str]]
+    curve: list[tuple[str, Cell, str]]  # batch, predicted peak, fits
+    curve_chart: Markup | None
+
+
+def _curve(report: PredictionReport) -> tuple[list[tuple[str, Cell, str]], Markup | None]:
+    """The peak-vs-batch rows and chart, with the owner's capacity as a dashed line."""
+    if not report.batch_curve:
+        return [], None
+    verdict = {True: "fits", False: "does not fit", None: DASH}
+    rows = [(str(p.batch), metric_cell(p.peak), verdict[p.fits]) for p in report.batch_curve]
+    points = [
+        Point(str(p.batch), p.peak.known_value, p.peak.status, iec_bytes(p.peak.known_value))
+        if p.peak.known_value is not None
+        else Point(str(p.batch), None, p.peak.status, DASH)
+        for p in report.batch_curve
+    ]
+    capacity = report.capacity_bytes
+    chart = line_chart(
+        {"predicted peak": points},
+        [p.x for p in points],
+        label="predicted peak by batch",
+        formatter=lambda v: iec_bytes(int(v)),
+        x_text="batch",
+        reference=("capacity", float(capacity)) if capacity is not None else None,
+    )
+    return rows, chart
 
 
 def _share(result: MetricResult, whole: float) -> str:
@@ -74,10 +104,16 @@ def prediction_view(report: PredictionReport) -> PredictionView:
         ("ran without data", "yes (fake tensors)" if report.ran_without_data else "no"),
         ("workload calls", f"{report.workload_calls:,}"),
     ]
+    if report.world_size is not None:
+        settings.insert(0, ("sharding", f"{report.sharding or 'none'}: rank {report.rank} "
+                            f"of a fake world of {report.world_size}"))  # fmt: skip
     if report.preexisting_bytes is not None and report.preexisting_bytes.known_value:
         settings.append(("read but not created (not in the peak)", metric_cell(
             report.preexisting_bytes).text))  # fmt: skip
+    curve, curve_chart = _curve(report)
     return PredictionView(
+        curve=curve,
+        curve_chart=curve_chart,
         cards=cards,
         fits=fits,
         capacity=capacity,

@@ -196,15 +196,19 @@ def line_chart(
     label: str,
     formatter: Callable[[float], str],
     x_text: str = "",
+    reference: tuple[str, float] | None = None,
 ) -> Markup:
     """Lines over categorical x (e.g. thread counts), one series per precision, y from 0.
 
     Partial points are hollow markers (a lower bound); unavailable points are gaps.
+    ``reference``: a labelled horizontal line (e.g. the owner's capacity), inside the y range.
     """
     fmt = formatter
     width, left, right, top, bottom = 640, 78, 120, 14, 40
     height = 240
     values = [p.value for pts in series.values() for p in pts if p.value is not None]
+    if reference is not None:
+        values.append(reference[1])
     ticks = nice_ticks(0.0, max(values) if values else 1.0, 5)
     y_max = ticks[-1] or 1.0
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -236,6 +240,13 @@ def line_chart(
         f'<text class="tick" x="{left + plot_w / 2:.0f}" y="{height - 4}" '
         f'text-anchor="middle">{_e(x_text)}</text>'
     )
+    if reference is not None:
+        ref_y = _fmt(sy(reference[1]))
+        parts.append(
+            f'<line class="ref" x1="{left}" y1="{ref_y}" x2="{left + plot_w}" y2="{ref_y}" '
+            f'stroke-dasharray="6 4"/><text class="lbl" x="{left + plot_w + 6}" '
+            f'y="{_fmt(sy(reference[1]) + 4)}">{_e(_short(reference[0]))}</text>'
+        )
     for n, (name, points) in enumerate(series.items()):
         cls = f"s{n % 6}"
         segment: list[str] = []

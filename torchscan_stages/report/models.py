@@ -404,6 +404,14 @@ class BenchmarkComparison(_Report):
 # ---------------------------------------------------------------------------- prediction
 
 
+class BatchPoint(_Model):
+    """One batch of a prediction's peak-vs-batch curve: its predicted peak and fit."""
+
+    batch: int = Field(ge=1)
+    peak: MetricResult
+    fits: bool | None = None
+
+
 class PredictionReport(_Report):
     """Predicted peak memory of one workload run on fake tensors (no data, no device).
 
@@ -428,6 +436,12 @@ class PredictionReport(_Report):
     fits: bool | None = None
     ran_without_data: bool = True
     workload_calls: int = 1
+    # per-rank predictions (predict/sharded.py): the fake world and the rank predicted;
+    # None: one device holding the whole model
+    world_size: int | None = Field(default=None, ge=1)
+    rank: int | None = Field(default=None, ge=0)
+    sharding: str | None = None  # "fsdp2"; None: not sharded
+    batch_curve: list[BatchPoint] = Field(default_factory=list)  # predicted peak per batch
 
 
 AnyReport: TypeAlias = Annotated[

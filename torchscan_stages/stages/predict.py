@@ -1,5 +1,10 @@
 """Stage ``predict``: the peak memory of one step of the configured model, predicted on fake
-tensors (no data, no accelerator), for the allocator ``predict.device`` names."""
+tensors (no data, no accelerator), for the allocator ``predict.device`` names.
+
+With ``predict.sharding: fsdp2`` the model is built on ``meta``, ``fully_shard``-ed (every
+item of each ``nn.ModuleList``, then the root) on a fake world of ``predict.world_size``
+ranks and materialised with ``to_empty``: the figures are one rank's. ``predict.batches``
+predicts the same step at each ``input.kwargs.batch_size`` for the peak-vs-batch curve."""
 
 from __future__ import annotations
 
@@ -11,24 +16,65 @@ from ..pipeline.runner import WORKLOAD_KEYS, StageContext, complete_value, stage
 KEYS = (*WORKLOAD_KEYS, "predict")
 
 
-def step_workload(ctx: StageContext) -> Any:
+def _with_batch(cfg: Any, batch: int | None) -> Any:
+    """``cfg`` with ``input.kwargs.batch_size = batch`` (refused, naming the key, if absent)."""
+    if batch is None:
+        return cfg
+    kwargs = dict(cfg.input.kwargs)
+    if "batch_size" not in kwargs:
+        from ..pipeline.schema import ConfigError
+
+        raise ConfigError(
+            f"predict.batches: input {cfg.input.target!r} has no kwargs.batch_size to vary"
+        )
+    kwargs["batch_size"] = batch
+    return cfg.model_copy(update={"input": cfg.input.model_copy(update={"kwargs": kwargs})})
+
+
+def _fully_shard(model: Any, mesh: Any) -> Any:
+    """FSDP2 as a generic policy: each item of every ModuleList (transformer blocks), then
+    the root; built on meta, materialised afterwards as fake CPU tensors."""
+    import torch
+    from torch.distributed.fsdp import fully_shard
+
+    for module in list(model.modules()):
+        if isinstance(module, torch.nn.ModuleList):
+            for item in module:
+                if any(True for _ in item.parameters()):
+                    fully_shard(item, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    model.to_empty(device="cpu")
+    return model
+
+
+def step_workload(ctx: StageContext, batch: int | None = None) -> Any:
     """Build model and inputs from the config and run one step; called inside fake mode.
+
+    Returns a zero-argument workload, or with ``predict.sharding: fsdp2`` a ``step(mesh)``.
 
     Training uses a synthetic loss (mean of squared outputs): its own bytes are a scalar,
     while the backward pass it starts touches every activation the real loss would.
     """
+    import contextlib
+
     import torch
 
     from ..pipeline.precision import applied, training_step
     from ..pipeline.workload import build_model_and_inputs
 
-    cfg, settings = ctx.config, ctx.config.predict
+    settings = ctx.config.predict
+    cfg = _with_batch(ctx.config, batch)
+    sharded = settings.sharding == "fsdp2"
     precision = applied(cfg.precision)
     training = settings.mode == "training"
 
-    def workload() -> None:
-        with precision.building():  # cast: built in the dtype (fake parameters refuse .to)
+    def workload(mesh: Any = None) -> None:
+        # cast: built in the dtype (fake parameters refuse .to); sharded: on meta first
+        with precision.building(), torch.device("meta") if sharded else contextlib.nullcontext():
             model, inputs, keyword_inputs = build_model_and_inputs(cfg)
+        if sharded:
+            model = _fully_shard(model, mesh)
+            inputs, keyword_inputs = _on_cpu((inputs, keyword_inputs))
         model.train(training)
         if not training:
             with torch.no_grad(), precision.region("cpu"):
@@ -39,24 +85,66 @@ def step_workload(ctx: StageContext) -> Any:
     return workload
 
 
-def run(ctx: StageContext) -> None:
-    from ..pipeline.workload import workload_name
+def _on_cpu(tree: Any) -> Any:
+    """Meta inputs as CPU tensors of the same shape and dtype (values: zeros; on fake
+    tensors only shapes matter)."""
+    import torch
+    from torch.utils._pytree import tree_map_only
+
+    return tree_map_only(
+        torch.Tensor,
+        lambda t: torch.zeros(t.shape, dtype=t.dtype) if t.device.type == "meta" else t,
+        tree,
+    )
+
+
+def _predict(ctx: StageContext, batch: int | None, name: str | None = None) -> Any:
     from ..predict import predict_peak_memory
+    from ..predict.sharded import predict_sharded_peak_memory
 
     settings = ctx.config.predict
-    name = workload_name(ctx.config)
-    report = predict_peak_memory(
-        step_workload(ctx),
+    if settings.sharding == "fsdp2":
+        return predict_sharded_peak_memory(
+            step_workload(ctx, batch),
+            world_size=settings.world_size,
+            device=settings.device,
+            capacity_bytes=settings.capacity_bytes,
+            name=name,
+        )
+    return predict_peak_memory(
+        step_workload(ctx, batch),
         device=settings.device,
         capacity_bytes=settings.capacity_bytes,
-        name=f"{name} {settings.mode}"
-        + (f" ({settings.optimizer})" if settings.mode == "training" else ""),
+        name=name,
     )
+
+
+def run(ctx: StageContext) -> None:
+    from ..pipeline.workload import workload_name
+    from ..report import BatchPoint
+
+    settings = ctx.config.predict
+    name = f"{workload_name(ctx.config)} {settings.mode}" + (
+        f" ({settings.optimizer})" if settings.mode == "training" else ""
+    )
+    if settings.sharding == "fsdp2":
+        name += f", FSDP2 rank 0 of {settings.world_size}"
+    report = _predict(ctx, None, name)
+    curve = [
+        BatchPoint(batch=batch, peak=point.peak, fits=point.fits)
+        for batch in sorted(set(settings.batches))
+        for point in [_predict(ctx, batch)]
+    ]
+    report = report.model_copy(update={"batch_curve": curve})
     metrics: dict[str, Any] = {"predicted_peak_bytes": complete_value(report.peak)}
     for category, result in report.by_category.items():
         metrics[f"predicted_{category}_bytes"] = complete_value(result)
     if report.fits is not None:
         metrics["predicted_fits"] = int(report.fits)
+    for point in curve:  # the fits grid: one key per batch (a sweep adds world sizes)
+        metrics[f"predicted_peak_bytes_batch_{point.batch}"] = complete_value(point.peak)
+        if point.fits is not None:
+            metrics[f"predicted_fits_batch_{point.batch}"] = int(point.fits)
     ctx.headline = [figure("predicted peak", report.peak)]
     ctx.write_report(report)
     ctx.write_metrics(metrics)

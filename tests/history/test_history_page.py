@@ -1,0 +1,111 @@
+"""The history page: offline, escaped, every kind of point drawn as itself; then in Chromium.
+
+The history is synthetic (tests/history/synthetic.py): commits 0-5 at 10 ms, 6-9 at 13 ms
+(a x1.3 step), commit 3's median only partial in its cached report, commit 8 not
+measured (stale), and an environment change at commit 10 (same 13 ms afterwards).
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from synthetic import fast_repo, lock, md5, metrics
+
+from torchscan_stages.history import detect_steps, history_document, read_history
+from torchscan_stages.render.history_view import history_page
+from torchscan_stages.report import MetricResult, report_text
+
+TESTS = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(TESTS), str(TESTS / "render")]
+from chromium import CHROMIUM, SKIP_REASON, load, png_size  # noqa: E402
+from latency_reports import BASE, latency_report  # noqa: E402
+from test_render import assert_offline  # noqa: E402
+
+SRC = "x = 1\n"
+EVIL = "<script>alert(1)</script>"
+
+
+def _cache_partial(repo: Path) -> str:
+    """A cached latency report whose warmed median is partial (a lower bound of 9 ms)."""
+    report = latency_report(list(BASE), EVIL)
+    assert report.latency is not None
+    report.latency.warmed = MetricResult.partial(
+        0.009, unit="s", scope="warmed_block_average", method="block_median"
+    )
+    text = report_text(report)
+    folder = repo / ".dvc" / "cache" / "files" / "md5" / md5(text)[:2]
+    folder.mkdir(parents=True)
+    (folder / md5(text)[2:]).write_text(text)
+    return md5(text)
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    repo = tmp_path_factory.mktemp("page")
+    partial = _cache_partial(repo)
+    commits = []
+    for i in range(14):
+        level = 0.010 if i < 6 else 0.013
+        files = {"src.py": SRC, "dvc.lock": lock(SRC, env="a" if i < 10 else "b"),
+                 **metrics(level, 4096)}  # fmt: skip
+        if i == 3:  # the flat median is absent; the cached report says partial
+            files["dvc.lock"] = lock(SRC, env="a", outs={"latency": partial})
+            files["metrics/latency.json"] = '{"throughput_per_s": 800.0}\n'
+        if i == 8:
+            files["src.py"] = "x = 2\n"  # changed, not measured: stale
+        commits.append(files)
+    fast_repo(repo, commits)
+    who = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@l", "GIT_COMMITTER_NAME": "t"}
+    env = {**who, "GIT_COMMITTER_EMAIL": "t@l", "PATH": "/usr/bin:/bin"}
+    subprocess.run(
+        ["git", "commit", "-q", "--allow-empty", "-m", EVIL], cwd=repo, check=True, env=env
+    )
+    history = read_history(repo)
+    return history_document(history, detect_steps(history), {"limit": 200})
+
+
+def _text(dom: str) -> str:
+    body = dom.split("</style>", 2)[-1]
+    return " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", body)).split())
+
+
+def test_document_and_page(document: dict[str, Any]) -> None:
+    median = next(s for s in document["series"] if s["name"] == "warmed_median_s")
+    statuses = [p["status"] for p in median["points"]]
+    assert statuses[3] == "partial" and statuses[8] == "unavailable"
+    assert [(g["start"], g["stop"]) for g in median["segments"]] == [(0, 10), (10, 15)]
+    (step,) = median["steps"]
+    assert step["ratio"] == pytest.approx(1.3) and step["single_commit"]
+    page = history_page(document)
+    assert page.startswith("<!DOCTYPE html>")
+    assert_offline(page)
+    assert EVIL not in page and html_lib.escape(EVIL, quote=False) in page
+    assert 'class="mk s0 hollow"' in page  # the partial point
+    assert 'class="na"' in page  # the stale point: a cross, never a zero
+    assert 'class="brk"' in page and "env changed" in page
+    assert 'class="steprange"' in page
+    sha = document["commits"][6]["sha"]
+    assert f'href="#c-{sha[:12]}"' in page and f"id='c-{sha[:12]}'" in page
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
+def test_history_page_in_browser(document: dict[str, Any], tmp_path: Path) -> None:
+    page = tmp_path / "history.html"
+    page.write_text(history_page(document), encoding="utf-8")
+    result = load(page, tmp_path / "work", screenshot=True)
+    assert result.page_requests == []
+    assert "<script" not in result.dom  # the commit subject stayed text
+    text = _text(result.dom)
+    assert EVIL in text
+    # steps before the charts: status first, as on every page
+    assert text.index("Steps") < text.index("Metrics over commits") < text.index("Commits #")
+    assert "x1.3 [" in text  # the step's ratio and interval in the steps table
+    assert result.screenshot is not None and png_size(result.screenshot) == (1280, 2000)
+    assert result.screenshot.stat().st_size > 30_000

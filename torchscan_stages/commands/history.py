@@ -1,0 +1,136 @@
+"""``python -m torchscan_stages history [REV_RANGE]``: committed metrics over commits, steps.
+
+Reads every first-parent commit's metrics/*.json, dvc.lock and params.yaml from git objects
+(no checkout; the full reports from the DVC cache where present), fits steps per comparable
+segment, prints them, and writes ``--json`` (the history report) and ``--html`` (its page).
+``--bisect GOOD BAD --metric NAME`` narrows a step to one commit instead.
+
+Exit status: 0 done (no gate failure; bisect: a commit named); 1 ``--min-effect`` is set
+and a confident step in a metric's bad direction lies beyond it (the gate), or a bisect
+stage run failed; 2 bad arguments, an unknown revision or not a git repository;
+3 bisect inconclusive (the noise cannot separate the commits).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_GATE = 1
+EXIT_USAGE = 2
+EXIT_INCONCLUSIVE = 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m torchscan_stages history",
+        description="Committed flat metrics over git history: steps, a JSON report, a page.",
+    )
+    parser.add_argument("rev_range", nargs="?", default=None, metavar="REV_RANGE",
+                        help="what `git log` takes (default: HEAD, first-parent)")  # fmt: skip
+    parser.add_argument("--limit", type=int, default=200, help="newest N commits (200)")
+    parser.add_argument("--repo", type=Path, default=Path("."), help="the git repository (.)")
+    parser.add_argument("--json", type=Path, default=None, metavar="OUT.json")
+    parser.add_argument("--html", type=Path, default=None, metavar="OUT.html")
+    parser.add_argument("--min-effect", type=float, default=None, metavar="R",
+                        help="owner's minimum ratio change (0.1: 10%%); sets the gate")  # fmt: skip
+    parser.add_argument("--no-reports", action="store_true",
+                        help="flat metrics only: do not read the DVC cache")  # fmt: skip
+    parser.add_argument("--bisect", nargs=2, metavar=("GOOD", "BAD"), default=None)
+    parser.add_argument("--metric", default=None, help="STAGE/NAME or NAME (with --bisect)")
+    return parser
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> int:
+    print(f"history: error: {message}", file=sys.stderr)
+    return code
+
+
+def _bisect(args: argparse.Namespace) -> int:
+    from ..compare.benchmarks import DEFAULT_MIN_EFFECT
+    from ..history.bisect import BisectError, bisect_step
+
+    if not args.metric:
+        return _fail("--bisect needs --metric NAME (STAGE/NAME or a flat metric name)")
+    effect = DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect
+    try:
+        good, bad = args.bisect
+        result = bisect_step(args.repo, good, bad, args.metric, min_effect=effect)
+    except BisectError as error:
+        return _fail(str(error), EXIT_GATE)
+    for probe in result.probes:
+        print(f"  probe {probe.commit[:10]} ({probe.source}): GOOD->it {probe.vs_good}, "
+              f"it->BAD {probe.vs_bad}")  # fmt: skip
+    if result.verdict == "found":
+        print(
+            f"bisect {result.metric}: first {result.direction} commit {result.bad} "
+            f"({result.reason})"
+        )
+        return 0
+    print(f"bisect {result.metric}: inconclusive: {result.reason}")
+    return EXIT_INCONCLUSIVE
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    from ..history.gitread import GitError
+    from ..report import check_output_path
+
+    if args.limit < 1:
+        return _fail(f"--limit must be >= 1, got {args.limit}")
+    if args.min_effect is not None and not 0.0 <= args.min_effect < 1.0:
+        return _fail(f"--min-effect must be in [0, 1), got {args.min_effect}")
+    try:
+        for out, example in ((args.json, "history.json"), (args.html, "history.html")):
+            check_output_path(out, [], example=example)
+        if args.bisect:
+            return _bisect(args)
+        return _history(args)
+    except (GitError, ValueError) as error:
+        return _fail(str(error))
+    except OSError as error:
+        return _fail(f"cannot write output: {error.strerror or error}", EXIT_GATE)
+
+
+def _history(args: argparse.Namespace) -> int:
+    from ..history import (
+        detect_steps,
+        gate_failures,
+        history_document,
+        read_history,
+        write_history_json,
+    )
+    from ..render.history_view import history_page
+    from ..report import atomic_write_text
+
+    history = read_history(args.repo, args.rev_range, args.limit, reports=not args.no_reports)
+    steps = detect_steps(history, min_effect=args.min_effect)
+    settings = {"limit": args.limit, "min_effect": args.min_effect, "reports": not args.no_reports}
+    document = history_document(history, steps, settings)
+    if args.json is not None:
+        write_history_json(document, args.json)
+    if args.html is not None:
+        atomic_write_text(args.html, history_page(document))
+    print(f"history {history.rev_range}: {len(history.commits)} commits, "
+          f"{len(history.series)} series, {len(steps)} confident step(s)")  # fmt: skip
+    for step in steps:
+        where = step.after[:10] if step.single_commit else f"{step.before[:10]}..{step.after[:10]}"
+        hint = "" if step.single_commit else ", bisect to narrow"
+        print(f"  {step.metric}: {step.direction} x{step.ratio:.4g} "
+              f"[{step.ci_low:.4g}, {step.ci_high:.4g}] in {where} "
+              f"({len(step.commits)} commit(s){hint})")  # fmt: skip
+    failed = gate_failures(steps)
+    if failed:
+        print(f"gate: {len(failed)} confident step(s) beyond the minimum effect "
+              f"{args.min_effect:.1%} in a bad direction", file=sys.stderr)  # fmt: skip
+        return EXIT_GATE
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,263 @@
+"""max_batch_size: the largest batch whose predicted peak fits the owner's memory.
+
+The capacity is always the caller's input, never a default: how much of a device's memory
+a job may use (other processes, the CUDA context, NCCL buffers, fragmentation headroom) is
+the owner's call. Each probe is one full prediction (``predict_peak_memory``, or
+``predict_sharded_peak_memory`` with ``world_size``), so the search keeps probes few: it
+brackets the answer by doubling, then narrows the bracket by interpolation on the predicted
+peaks (a transformer step's peak is close to affine in the batch), falling back to
+bisection whenever interpolation would not shrink the bracket. It ends only with two direct
+predictions side by side: the returned batch fits and the next one does not.
+
+Monotonicity is checked, not assumed: if a larger batch ever predicts a smaller peak, the
+search stops with a warning ``non_monotonic_peak`` naming both probes and returns no batch
+(a search over a non-monotonic curve can step over a fitting region).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..provenance import Provenance, build_provenance
+from ..report import Diagnostic, MetricResult, PredictionReport
+from .peak import predict_peak_memory
+from .sharded import predict_sharded_peak_memory
+
+
+class BatchProbe(BaseModel):
+    """One prediction of the search: the batch, its predicted peak, whether it fits."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    batch: int
+    peak: MetricResult
+    fits: bool | None
+    phase_at_peak: str | None = None
+
+
+class BatchSearch(BaseModel):
+    """Every probe of a max-batch search, in the order made, and what it concluded.
+
+    ``batch`` is the largest batch predicted to fit (``None``: none fits, or the search could
+    not decide; the diagnostics say which). ``curve`` is the predicted peak per batch probed,
+    sorted by batch. All peaks are predictions (``fake_tensor_prediction``), never
+    measurements.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str = "batch_search"
+    provenance: Provenance
+    name: str | None = None
+    device: str
+    world_size: int | None = None
+    capacity_bytes: int
+    batch: int | None
+    probes: list[BatchProbe]
+    curve: dict[int, MetricResult] = Field(default_factory=dict)
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+
+
+def _check_int(value: Any, name: str, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+class _Search:
+    """The probes made so far and the predictor they go through."""
+
+    def __init__(self, predict: Callable[[int], PredictionReport], capacity: int) -> None:
+        self.predict = predict
+        self.capacity = capacity
+        self.probes: list[BatchProbe] = []
+        self.by_batch: dict[int, BatchProbe] = {}
+        self.diagnostics: list[Diagnostic] = []
+
+    def probe(self, batch: int) -> BatchProbe:
+        if batch in self.by_batch:
+            return self.by_batch[batch]
+        report = self.predict(batch)
+        probe = BatchProbe(
+            batch=batch, peak=report.peak, fits=report.fits, phase_at_peak=report.phase_at_peak
+        )
+        self.probes.append(probe)
+        self.by_batch[batch] = probe
+        return probe
+
+    def monotonic(self) -> bool:
+        """Known peaks never fall as the batch grows; a warning names the first fall."""
+        ordered = sorted(
+            (p for p in self.probes if p.peak.known_value is not None), key=lambda p: p.batch
+        )
+        for smaller, larger in itertools.pairwise(ordered):
+            assert smaller.peak.known_value is not None and larger.peak.known_value is not None
+            if larger.peak.known_value < smaller.peak.known_value:
+                self.diagnostics.append(
+                    Diagnostic(
+                        code="non_monotonic_peak",
+                        metric="batch",
+                        message=f"batch {larger.batch} predicts {larger.peak.known_value:,} "
+                        f"bytes, less than batch {smaller.batch}'s "
+                        f"{smaller.peak.known_value:,}: the peak is not monotonic in the "
+                        "batch, so no search can promise the largest fitting batch",
+                    )
+                )
+                return False
+        return True
+
+    def undecided(self, probe: BatchProbe) -> bool:
+        if probe.fits is not None:
+            return False
+        self.diagnostics.append(
+            Diagnostic(
+                code="fit_undecided",
+                metric="batch",
+                message=f"batch {probe.batch}: the prediction is a lower bound "
+                f"({probe.peak.known_value} bytes, status {probe.peak.status}) below the "
+                "capacity, so whether it fits is unknown; see that prediction's diagnostics",
+            )
+        )
+        return True
+
+    def next_inside(self, low: int, high: int) -> int:
+        """The next batch strictly between a fitting ``low`` and a failing ``high``:
+        interpolated on the two peaks, clamped inside, bisection if that cannot shrink."""
+        a, b = self.by_batch[low].peak.known_value, self.by_batch[high].peak.known_value
+        middle = (low + high) // 2
+        if a is None or b is None or b <= a:
+            return middle
+        guess = low + int((self.capacity - a) * (high - low) / (b - a))
+        return min(max(guess, low + 1), high - 1)
+
+
+def max_batch_size(
+    step_factory: Callable[[int], Callable[..., Any]],
+    *,
+    capacity_bytes: int,
+    device: str = "cuda",
+    world_size: int | None = None,
+    start: int = 1,
+    limit: int = 1 << 20,
+    name: str | None = None,
+) -> BatchSearch:
+    """The largest batch in ``[start, limit]`` whose predicted peak fits ``capacity_bytes``.
+
+    ``step_factory(batch)`` returns the workload of :func:`predict_peak_memory` (a
+    zero-argument step) or, with ``world_size``, the ``step(mesh)`` of
+    :func:`predict_sharded_peak_memory` (one rank of an FSDP2 world). ``capacity_bytes`` is
+    the owner's usable memory per device, in bytes; there is no default.
+    """
+    capacity = _check_int(capacity_bytes, "capacity_bytes", 1)
+    _check_int(start, "start", 1)
+    _check_int(limit, "limit", start)
+    if not callable(step_factory):
+        raise TypeError(f"step_factory must be a callable taking the batch, got {step_factory!r}")
+    if world_size is not None:
+        _check_int(world_size, "world_size", 1)
+
+    def predict(batch: int) -> PredictionReport:
+        step = step_factory(batch)
+        if world_size is None:
+            return predict_peak_memory(step, device=device, capacity_bytes=capacity)
+        return predict_sharded_peak_memory(
+            step, world_size=world_size, device=device, capacity_bytes=capacity
+        )
+
+    search = _Search(predict, capacity)
+    batch = _bracket_and_narrow(search, start, limit)
+    if not search.monotonic():
+        batch = None
+    curve = {p.batch: p.peak for p in sorted(search.probes, key=lambda p: p.batch)}
+    return BatchSearch(
+        provenance=build_provenance(),
+        name=name,
+        device=device,
+        world_size=world_size,
+        capacity_bytes=capacity,
+        batch=batch,
+        probes=search.probes,
+        curve=curve,
+        diagnostics=search.diagnostics,
+    )
+
+
+def _bracket_and_narrow(search: _Search, start: int, limit: int) -> int | None:
+    """Doubling until a batch fails (or ``limit`` fits), then narrowing to the pair
+    ``(b fits, b + 1 does not)``; ``None`` when nothing fits or a probe cannot decide."""
+    first = search.probe(start)
+    if search.undecided(first):
+        return None
+    if not first.fits:
+        search.diagnostics.append(
+            Diagnostic(
+                code="nothing_fits",
+                severity="info",
+                metric="batch",
+                message=f"the smallest batch searched ({start}) predicts "
+                f"{first.peak.known_value:,} bytes, over the capacity of {search.capacity:,}",
+            )
+        )
+        return None
+    low, high = start, None
+    candidate = start
+    while high is None:
+        candidate = min(_grow(search, low, candidate), limit)
+        probe = search.probe(candidate)
+        if search.undecided(probe) or not search.monotonic():
+            return None
+        if probe.fits:
+            low = candidate
+            if candidate == limit:
+                search.diagnostics.append(
+                    Diagnostic(
+                        code="limit_fits",
+                        severity="info",
+                        metric="batch",
+                        message=f"the search limit, batch {limit}, still fits; larger "
+                        "batches were not probed",
+                    )
+                )
+                return limit
+        else:
+            high = candidate
+    while high - low > 1:
+        candidate = search.next_inside(low, high)
+        probe = search.probe(candidate)
+        if search.undecided(probe) or not search.monotonic():
+            return None
+        if probe.fits:
+            low = candidate
+        else:
+            high = candidate
+        if high - low > 1:  # a guess lands near the answer: probe its neighbour next
+            side = low + 1 if probe.fits else high - 1
+            neighbour = search.probe(side)
+            if search.undecided(neighbour) or not search.monotonic():
+                return None
+            low, high = (side, high) if neighbour.fits else (low, side)
+    return low
+
+
+def _grow(search: _Search, low: int, last: int) -> int:
+    """The next batch while bracketing: doubling until two peaks are known, then one past
+    the answer they extrapolate to (growing by at least half, so a sub-affine curve is
+    still bracketed in few probes)."""
+    known = sorted(
+        (p for p in search.probes if p.peak.known_value is not None), key=lambda p: p.batch
+    )
+    doubled = max(last * 2, last + 1)
+    if len(known) < 2:
+        return doubled
+    a, b = known[-2], known[-1]
+    assert a.peak.known_value is not None and b.peak.known_value is not None
+    slope = (b.peak.known_value - a.peak.known_value) / max(b.batch - a.batch, 1)
+    if slope <= 0:
+        return doubled
+    # one past the extrapolated answer, so the probe is expected to fail and bracket it
+    guess = b.batch + int((search.capacity - b.peak.known_value) / slope) + 1
+    return max(guess, last + max(1, last // 2)) if guess > last else doubled
