@@ -168,8 +168,9 @@ def trusted_construct(cls: type[_M], values: dict[str, Any], *, in_order: bool =
     equal instances). ``in_order=True``: the caller built ``values`` complete, in field order
     and for this instance alone (checked once per crawl or per load, not per call), so the
     dict becomes the instance's state as it is. Measured by ``bench_crawl.py --scaffolding``
-    (process CPU time, load average ~14 on 2 cores, 3-9 rounds): building a crawl's records
-    through the checked path instead costs 1.04x (Transformer) to 1.11x (5,000 blocks).
+    (process CPU time, median over rounds, 2 shared cores under load average 12-25): building
+    a crawl's records through the checked path instead costs 1.07x-1.12x on 5,000 blocks (three
+    runs, 3-7 rounds) and 0.93x-1.04x on the Transformer (within that load's noise).
     """
     layout = _layout(cls)
     if layout is None or (
