@@ -7,10 +7,10 @@ import torch
 from torch import nn
 
 from torchscan_stages.analysis._walk import named_modules
-from torchscan_stages.analysis.call_values import tensor_sums
 from torchscan_stages.analysis.crawl import crawl_module
 from torchscan_stages.analysis.handlers import METHOD, SCOPE, CallContext, ModuleHandler
 from torchscan_stages.analysis.layer_records import sum_metric
+from torchscan_stages.analysis.module_formulas._common import subtree_param_numel
 from torchscan_stages.analysis.module_formulas.conv import conv_rf
 from torchscan_stages.analysis.tensor_meta import (
     call_capture,
@@ -193,10 +193,6 @@ def test_conv_rf_memo_is_per_configuration_and_copied() -> None:
     assert conv_rf(a)["receptive_field"] == 3
     a.padding = [2, 2]  # type: ignore[assignment]  # unhashable: computed without the memo
     assert conv_rf(a)["effective_padding"] == 2
-
-
-def subtree_param_numel(module: nn.Module) -> int:
-    return tensor_sums(module.modules()).parameters
 
 
 def test_subtree_param_numel_counts_each_tensor_once() -> None:

@@ -25,6 +25,11 @@ def param_numel(module: torch.nn.Module) -> int:
     return tensor_sums((module,)).parameters
 
 
+def subtree_param_numel(module: torch.nn.Module) -> int:
+    """Elements of every parameter of ``module`` and its submodules, each tensor once."""
+    return tensor_sums(module.modules()).parameters
+
+
 def pointwise_rf() -> dict[str, int]:
     """Local receptive-field triple of a layer that maps each position to itself."""
     return {"receptive_field": 1, "effective_stride": 1, "effective_padding": 0}

@@ -18,9 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...report import MetricResult
-from ..call_values import tensor_sums
 from ..handlers import CallContext, register_handler
-from ._common import arg, note
+from ._common import arg, note, subtree_param_numel
 from .activation import activation_flops
 from .attention import mha_module_cost
 from .linear import linear_cost
@@ -60,7 +59,7 @@ def _finish(
     layer: nn.Module, flops: int, macs: int, x: Any, out: Any, extra_inputs: int, hidden: int
 ) -> dict[str, Any]:
     act = _activation_cost(layer.activation)
-    dmas = x.numel() + extra_inputs + tensor_sums(layer.modules()).parameters + out.numel()
+    dmas = x.numel() + extra_inputs + subtree_param_numel(layer) + out.numel()
     result: dict[str, Any] = {"macs": macs, "dmas": dmas}
     if act is None:
         result["module_flops"] = MetricResult.partial(

@@ -1,6 +1,6 @@
 """The one table of built-in operator formulas and zero-FLOP operators.
 
-Families register with :func:`register_formula` and :func:`ignore`; both refuse a packet that is
+Families register with :func:`formula` and :func:`ignore`; both refuse a packet that is
 already registered (in either table), so no operator can silently get two meanings. Names are
 strings resolved against ``torch.ops.aten`` so that a family file can list an operator that a
 given torch build lacks (it is skipped and listed in :data:`MISSING`).
@@ -69,18 +69,29 @@ def _resolve(names: Iterable[str]) -> list[Packet]:
     return packets
 
 
-def register_formula(fn: RawFormula, *names: str, products: ProductShare = "none") -> None:
+def formula(*names: str, products: ProductShare = "none") -> Callable[[RawFormula], RawFormula]:
     """Register ``fn(args, kwargs, out) -> int`` for each ``aten.<name>`` packet.
 
     ``products`` says how much of the count is tensor products: ``"none"`` (pointwise,
     normalisation, reductions...), ``"all"`` (matmul, convolution) or ``"split"`` (a fused
-    kernel whose formula returns :class:`Flops`). One call form for every formula (most are
-    built by factories or share a name list, so a decorator would fit few of them).
+    kernel whose formula returns :class:`Flops`). The decorator on a formula's own
+    definition (torch's ``register_flop_formula`` pattern); :func:`register_formula` is its
+    call form, for formulas built by factories.
     """
-    for packet in _resolve(names):
-        FORMULAS[packet] = fn
-        if products != "none":
-            PRODUCT_SHARE[packet] = products
+
+    def register(fn: RawFormula) -> RawFormula:
+        for packet in _resolve(names):
+            FORMULAS[packet] = fn
+            if products != "none":
+                PRODUCT_SHARE[packet] = products
+        return fn
+
+    return register
+
+
+def register_formula(fn: RawFormula, *names: str, products: ProductShare = "none") -> None:
+    """Non-decorator form of :func:`formula` for formulas built by factories."""
+    formula(*names, products=products)(fn)
 
 
 def ignore(reason: str, *names: str) -> None:
