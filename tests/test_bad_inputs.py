@@ -485,6 +485,33 @@ CONFIG: list[Case] = [
     ),
 ]
 
+def _hf(name: str, **kwargs: Any) -> Any:
+    from torchscan_stages.integrations import hf_models
+
+    return getattr(hf_models, name)(**kwargs)
+
+
+INTEGRATIONS: list[Case] = [
+    (
+        "hf-model-class-mismatch",
+        lambda t: _hf("build_hf_model", config_class="GPT2Config", model_class="BertModel"),
+        ValueError,
+        "model_class='BertModel' is built from a BertConfig, not from config_class='GPT2Config'",
+    ),
+    (
+        "token-inputs-vocab-zero",
+        lambda t: _hf("token_inputs", batch_size=1, seq_len=4, vocab_size=0),
+        ValueError,
+        "token_inputs: vocab_size must be an int >= 1, got 0",
+    ),
+    (
+        "token-inputs-seq-negative",
+        lambda t: _hf("token_inputs", batch_size=1, seq_len=-1, vocab_size=10),
+        ValueError,
+        "token_inputs: seq_len must be an int >= 0, got -1",
+    ),
+]
+
 WORKLOADS: list[Case] = [
     (
         "workload-needs-argument",
@@ -494,7 +521,7 @@ WORKLOADS: list[Case] = [
     ),
 ]
 
-CASES = API + REPORT_FILES + CONFIG + WORKLOADS
+CASES = API + REPORT_FILES + CONFIG + INTEGRATIONS + WORKLOADS
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,17 @@ ROOT = "torchscan_stages"
 
 # the ground floor: imports nothing above it
 GROUND = frozenset(
-    {"report", "provenance", "devices", "targets", "workloads", "stats", "_gc", "_version"}
+    {
+        "report",
+        "provenance",
+        "devices",
+        "targets",
+        "workloads",
+        "stats",
+        "_gc",
+        "_signals",
+        "_version",
+    }
 )
 FACE = frozenset({"__init__", "__main__", "face", "commands", "pipeline", "stages", "history"})
 # top-level part -> the other top-level parts it may import (ground parts may import each other)

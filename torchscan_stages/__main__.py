@@ -34,8 +34,18 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(f"torchscan_stages.commands.{name}")
-    result: int = module.main(rest)
+    from ._signals import Terminated, ending_signals_raise
+
+    try:  # Ctrl-C or SIGTERM: one line and the shell's code, no traceback (130, 143)
+        with ending_signals_raise(redeliver=False):
+            module = importlib.import_module(f"torchscan_stages.commands.{name}")
+            result: int = module.main(rest)
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted by SIGINT (Ctrl-C); nothing was written", file=sys.stderr)
+        return 130
+    except Terminated as ended:
+        print(f"{name}: {ended}; nothing was written", file=sys.stderr)
+        return ended.exit_code
     return result
 
 

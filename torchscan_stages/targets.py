@@ -10,6 +10,8 @@ key it came from.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -37,9 +39,29 @@ def import_target(spec: str) -> Callable[..., Any]:
         ) from error
     target: Any = module
     for part in attribute.split("."):
+        if not hasattr(target, part) and inspect.ismodule(target):
+            target = _submodule(target, part)
         if not hasattr(target, part):
             raise ValueError(f"module {module_name!r} has no {attribute!r}")
         target = getattr(target, part)
+    if inspect.ismodule(target):
+        raise ValueError(
+            f"{target.__name__!r} is a module, not a callable; name a factory in it, such as "
+            f"'{target.__name__}.FACTORY'"
+        )
     if not callable(target):
         raise ValueError(f"{attribute!r} in module {module_name!r} is not callable")
     return target  # type: ignore[no-any-return]
+
+
+def _submodule(package: Any, part: str) -> Any:
+    """``package`` after importing its submodule ``part`` when there is one (a package's
+    ``__init__`` need not import its submodules); unchanged when there is none."""
+    name = f"{package.__name__}.{part}"
+    if not hasattr(package, "__path__") or importlib.util.find_spec(name) is None:
+        return package
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        raise ValueError(f"cannot import {name!r} ({type(error).__name__}: {error})") from error
+    return package

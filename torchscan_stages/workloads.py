@@ -54,6 +54,64 @@ def lazy_output_diagnostic(output: object, metric: str) -> Diagnostic | None:
     )
 
 
+class WorkTally:
+    """Operator calls and the elements of the tensors they made, for ``empty_work``.
+
+    Outputs of operators that read a tensor are the work done (``computed``); a factory
+    operator (``empty``, ``zeros``: no tensor input) makes buffers, not work: batch norm
+    allocates its per-channel statistics even for a batch of 0, so its non-empty buffers
+    must not hide an empty batch. Factory outputs count only when nothing else ran.
+    """
+
+    def __init__(self) -> None:
+        self.operators = 0
+        self.computing = 0  # operator calls that read at least one tensor
+        self.computed = 0  # elements of the non-view outputs of those calls
+        self.created = 0  # elements of the outputs of factory operators
+
+    def add(self, args: Any, kwargs: Any, out: Any, view: bool) -> None:
+        """Count one operator call (``view``: it returned an alias, so it made nothing)."""
+        import torch  # only the dispatch modes call this: torch is loaded by then
+        from torch.utils._pytree import tree_flatten
+
+        self.operators += 1
+        if view:
+            return
+        reads = any(isinstance(item, torch.Tensor) for item in tree_flatten((args, kwargs))[0])
+        self.computing += reads
+        elements = 0
+        for item in [out] if isinstance(out, torch.Tensor) else tree_flatten(out)[0]:
+            if isinstance(item, torch.Tensor):
+                count = item.numel()  # a SymInt under symbolic shapes: not known empty
+                elements += count if type(count) is int else 1
+        if reads:
+            self.computed += elements
+        else:
+            self.created += elements
+
+    @property
+    def elements_out(self) -> int:
+        """Elements of the work done: computed ones, else (nothing computed) created ones."""
+        return self.computed if self.computing else self.created
+
+
+def no_operators_diagnostic(operators: int, metric: str, what: str) -> Diagnostic | None:
+    """``no_operators`` when the workload dispatched no torch operator at all.
+
+    Nothing dispatched is either no work (``lambda: None``) or work the dispatcher cannot see
+    (a compiled graph's fused kernels, numpy, another process): a 0 is then no evidence."""
+    if operators:
+        return None
+    return Diagnostic(
+        code="no_operators",
+        severity="error",
+        metric=metric,
+        count=0,
+        message="the workload dispatched no torch operator, so there is no evidence of the "
+        f"work it did: {what}; give a workload that runs the model",
+    )
+
+
 def empty_work_diagnostic(operators: int, elements_out: int, metric: str) -> Diagnostic | None:
     """An ``empty_work`` diagnostic when operators ran but every tensor they made was empty."""
     if operators == 0 or elements_out > 0:

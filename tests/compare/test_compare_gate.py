@@ -103,7 +103,14 @@ def test_inconclusive_row_is_never_gate_failed(
     ],
 )
 def test_gate_rule(ratio: float, low: float, high: float, violations: int, unverified: int) -> None:
-    outcome = gate(_comparison(ratio, low, high, "slower"), 1.05)
+    # the verdict its interval gives (min_effect 5%): a loaded comparison must be consistent
+    verdict = (
+        "slower" if low > 1.0 and ratio > 1.05
+        else "faster" if high < 1.0 and ratio < 0.95
+        else "no_difference" if low >= 0.95 and high <= 1.05
+        else "inconclusive"
+    )  # fmt: skip
+    outcome = gate(_comparison(ratio, low, high, verdict), 1.05)
     assert (len(outcome.violations), len(outcome.unverified)) == (violations, unverified)
 
 

@@ -31,4 +31,5 @@ def test_no_operator_is_not_empty_work() -> None:
     probe = WorkProbe()
     with probe:
         pass
-    assert probe.diagnostic("operator_flops") is None  # nothing ran: that is lazy, not empty
+    unseen = probe.diagnostic("operator_flops")  # nothing ran: not empty work, no evidence
+    assert unseen is not None and unseen.code == "no_operators"

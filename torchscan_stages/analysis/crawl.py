@@ -12,6 +12,7 @@ and hooks are restored in ``finally``; grad mode by ``torch.no_grad``.
 
 from __future__ import annotations
 
+import copy
 import functools
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -467,6 +468,7 @@ def crawl_module(
     # and a plain forward's recursion depth
     with gc_paused():
         with model_lock(module), depth_headroom():
+            module = _own_flags(module)
             recorder = _Recorder(module, mode == "full", custom)
             output = _run(module, recorder, mapping, call_args, call_kwargs)
         built = build(recorder.calls, mode, recorder.counter, fill)
@@ -481,6 +483,31 @@ def crawl_module(
         if incomplete:
             raise IncompleteAnalysisError(report, incomplete)
     return report
+
+
+def _own_flags(module: nn.Module) -> nn.Module:
+    """The module tree the crawl may switch to eval mode without another thread seeing it.
+
+    Alone in the process, that is ``module`` itself (its flags are restored after). With
+    other threads alive and a module in training mode, a thread training the model would
+    see eval-mode Dropout for the duration: the crawl then runs on a shallow copy of the
+    module tree (new module objects with their own ``training`` flags, sharing every
+    parameter, buffer and hook), so the shared model's flags are never touched."""
+    if threading.active_count() == 1 or not any(sub.training for sub in module.modules()):
+        return module
+    copies: dict[int, nn.Module] = {}
+
+    def copy_of(sub: nn.Module) -> nn.Module:
+        found = copies.get(id(sub))
+        if found is None:
+            found = copies[id(sub)] = copy.copy(sub)
+            found.__dict__["_modules"] = {
+                name: None if child is None else copy_of(child)
+                for name, child in sub._modules.items()
+            }
+        return found
+
+    return copy_of(module)
 
 
 def _run(

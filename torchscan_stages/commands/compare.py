@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..compare.benchmarks import compare_benchmarks
+from ..compare.recheck import recheck_saved
 from ..compare.reports import compare_reports
 from ..render.text import diagnostic_text, interval_text, markdown_table, metric_text, ratio_text
 from ..report import (
@@ -275,6 +276,14 @@ def main(argv: list[str]) -> int:
         text, outcome = markdown_for_diff(result), GateResult()
     else:
         outcome = gate(result, args.max_slowdown)
+        if len(args.reports) == 1 and args.max_slowdown is not None:
+            try:  # a saved comparison: the gate's delta must follow from the recorded blocks
+                unverifiable = recheck_saved(result, args.reports[0])
+            except ValueError as error:
+                print(f"error: {error}", file=sys.stderr)
+                return 2
+            if unverifiable is not None:
+                outcome.unverified.append(unverifiable)
         text = markdown_for_comparison(result) + _gate_text(outcome, args.max_slowdown)
     print(text, end="")
     try:

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from ..face import summary
-from ..report import save_report
+from ..report import check_output_path, save_report
 from ..targets import import_target
 from ..zoo import small_resnet, tiny_transformer
 
@@ -62,12 +62,20 @@ def load_object(spec: str, option: str) -> Any:
 
 
 def _call(factory: Any, spec: str, option: str) -> Any:
+    """``factory()``; any exception it raises (also ``SystemExit``, as ``builtins:exit``
+    raises) becomes one line naming the factory and its (empty) arguments."""
     try:
         return factory()
-    except Exception as error:
+    except (Exception, SystemExit) as error:
         raise CommandError(
-            f"{option} {spec!r}: calling it raised {type(error).__name__}: {error}"
-        ) from error
+            f"{option} {spec!r}: calling it raised {type(error).__name__}: "
+            f"{_first_line(error)} (called as {spec}() with no arguments)"
+        ) from None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else repr(error)
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -128,11 +136,37 @@ def main(argv: list[str]) -> int:
         print("--max-depth must be >= 0", file=sys.stderr)
         return 2
     try:
+        check_output_path(options.json, [], example="summary.json")
         model, inputs = _model_and_inputs(options)
-    except CommandError as error:
+    except (CommandError, ValueError) as error:
         print(f"summary: {error}", file=sys.stderr)
         return 2
-    report = summary(model, mode=options.mode, max_depth=options.max_depth, **inputs)
-    path = save_report(report, options.json)
+    try:
+        report = summary(model, mode=options.mode, max_depth=options.max_depth, **inputs)
+    except Exception as error:  # the model's own failure on these inputs: one line, exit 1
+        given = ", ".join(f"{key}={_shown(value)}" for key, value in inputs.items())
+        print(
+            f"summary: --model {options.model!r} failed on its inputs ({given}): "
+            f"{type(error).__name__}: {_first_line(error)}",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        path = save_report(report, options.json)
+    except OSError as error:
+        print(f"summary: cannot write --json {options.json}: {error.strerror or error}",
+              file=sys.stderr)  # fmt: skip
+        return 1
     print(f"report written to {path}")
     return 0
+
+
+def _shown(value: Any) -> str:
+    """Inputs as they were given: shapes for tensors, not their values."""
+    if isinstance(value, torch.Tensor):
+        return f"tensor{tuple(value.shape)}"
+    if isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
+        return "(" + ", ".join(_shown(item) for item in value) + ")"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_shown(v)}" for k, v in value.items()) + "}"
+    return repr(value)

@@ -20,10 +20,18 @@ def run_check(check: Check, base_out: Any, cand_out: Any) -> CheckResult:
 
     An exception or an answer of another type is a failed check with the error recorded.
     """
+    given = (_copied(base_out), _copied(cand_out))  # the check cannot touch the real ones
     try:
-        answer = check(base_out, cand_out)
+        answer = check(*given)
     except Exception as error:  # the owner's code: any failure is a failed check
         return CheckResult(performed=True, passed=False, error=f"{type(error).__name__}: {error}")
+    if not (_unchanged(given[0], base_out) and _unchanged(given[1], cand_out)):
+        return CheckResult(
+            performed=True,
+            passed=False,
+            error="the check changed the outputs it was given (in place), so its answer is not "
+            "about the outputs the workloads produced; compare without modifying them",
+        )
     answer = _plain_bool(answer)
     if isinstance(answer, bool):
         return CheckResult(performed=True, passed=answer)
@@ -49,6 +57,50 @@ def run_check(check: Check, base_out: Any, cand_out: Any) -> CheckResult:
             "'passed' (and optional 'detail', 'tolerance'), or an object with those attributes"
         ),
     )
+
+
+def _tensors(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for item in value for t in _tensors(item)]
+    if isinstance(value, Mapping):
+        return [t for key in value for t in _tensors(value[key])]
+    return []
+
+
+def _copied(value: Any) -> Any:
+    """``value`` with every tensor cloned (containers rebuilt): what the check may modify."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
+        return type(value)(*(_copied(item) for item in value))
+    if isinstance(value, (tuple, list)):
+        return type(value)(_copied(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _copied(item) for key, item in value.items()}
+    return value
+
+
+def _unchanged(copy: Any, original: Any) -> bool:
+    """Whether the check left its copies equal to the outputs (bit for bit, NaN == NaN)."""
+    import torch
+
+    pairs = list(zip(_tensors(copy), _tensors(original), strict=False))
+    if len(pairs) != len(_tensors(original)):
+        return False
+    for a, b in pairs:
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        try:
+            torch.testing.assert_close(a, b.detach(), rtol=0, atol=0, equal_nan=True)
+        except AssertionError:
+            return False
+    return True
 
 
 def _plain_bool(answer: Any) -> Any:

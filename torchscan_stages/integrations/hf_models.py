@@ -63,12 +63,26 @@ def build_hf_model(
     if attn_implementation is not None:
         hf_config._attn_implementation = attn_implementation
     factory = _named(transformers, model_class, "model_class")
+    expected = getattr(factory, "config_class", None)
+    if isinstance(expected, type) and not isinstance(hf_config, expected):
+        raise ValueError(
+            f"model_class={model_class!r} is built from a {expected.__name__}, not from "
+            f"config_class={config_class!r}; give a model class of that config (e.g. "
+            "'AutoModel', which picks it) or the matching config class"
+        )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        if model_class.startswith("Auto"):  # AutoModel, AutoModelForCausalLM, ...
-            model = factory.from_config(hf_config)
-        else:
-            model = factory(hf_config)
+        try:
+            if model_class.startswith("Auto"):  # AutoModel, AutoModelForCausalLM, ...
+                model = factory.from_config(hf_config)
+            else:
+                model = factory(hf_config)
+        except (ValueError, KeyError, AttributeError, TypeError) as error:
+            message = " ".join(str(error).split())[:300]
+            raise ValueError(
+                f"model_class={model_class!r} cannot be built from config_class="
+                f"{config_class!r} ({type(error).__name__}: {message})"
+            ) from None
     return model.eval()
 
 
@@ -76,6 +90,10 @@ def token_inputs(
     *, batch_size: int, seq_len: int, vocab_size: int, seed: int = 0
 ) -> dict[str, torch.Tensor]:
     """``input_ids`` (int64, uniform over the vocabulary) and an all-ones ``attention_mask``."""
+    for name, value, least in (("batch_size", batch_size, 0), ("seq_len", seq_len, 0),
+                               ("vocab_size", vocab_size, 1)):  # fmt: skip
+        if type(value) is not int or value < least:
+            raise ValueError(f"token_inputs: {name} must be an int >= {least}, got {value!r}")
     generator = torch.Generator().manual_seed(seed)
     input_ids = torch.randint(0, vocab_size, (batch_size, seq_len), generator=generator)
     return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}

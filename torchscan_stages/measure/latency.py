@@ -368,7 +368,12 @@ def run_latency(
         min_blocks=options.min_blocks,
         noise=noise,
     )
-    section = _mark_no_work(section, diagnostics, lazy, probe.diagnostic("latency.throughput"))
+    # an injected clock simulates the cost: its workload need dispatch no operator
+    work = probe.diagnostic("latency.throughput")
+    if options.clock is not None and work is not None and work.code == "no_operators":
+        work = None
+    section = _mark_no_work(section, diagnostics, lazy, work)
+    section = _mark_stuck_clock(section, diagnostics)
     host = monitor.finish() if monitor is not None else None
     if host is not None:
         diagnostics += host_diagnostics(host, noise, "latency.warmed")
@@ -479,6 +484,33 @@ def _mark_no_work(
                 )
             )
     diagnostics += [note for note in (lazy, empty) if note is not None]
+    return section.model_copy(update=update)
+
+
+def _mark_stuck_clock(section: LatencySection, diagnostics: list[Diagnostic]) -> LatencySection:
+    """No times from a clock that never advanced: 0 s for every call is no measurement.
+
+    A clock frozen for the whole run (``clock=lambda: 0.0``, a broken timer) reads 0 for the
+    first call and every block; those zeros are unavailable, not a complete 0.0 s."""
+    stats = section.stats
+    if stats is None or stats.total_time_s > 0 or section.first_call.value:
+        return section
+    diagnostics.append(
+        Diagnostic(
+            code="clock_not_advancing",
+            severity="error",
+            metric="latency.warmed",
+            count=stats.blocks,
+            message=f"the timing clock read the same time for the whole run ({stats.blocks} "
+            "block(s) and the first call all took 0 s): no duration was measured; pass a "
+            "clock that advances (time.perf_counter, the default)",
+        )
+    )
+    update = {
+        key: MetricResult.unavailable(unit=result.unit, scope=result.scope, method=result.method)
+        for key in ("first_call", "warmed", "throughput")
+        for result in [getattr(section, key)]
+    }
     return section.model_copy(update=update)
 
 

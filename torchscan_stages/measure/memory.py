@@ -31,7 +31,13 @@ from torch.utils._pytree import tree_flatten
 from ..devices import check_workload, execution_record, resolve_device
 from ..provenance import build_provenance
 from ..report import BenchmarkReport, Diagnostic, MemorySection, MetricResult
-from ..workloads import Workload, empty_work_diagnostic, lazy_output_diagnostic
+from ..workloads import (
+    Workload,
+    WorkTally,
+    empty_work_diagnostic,
+    lazy_output_diagnostic,
+    no_operators_diagnostic,
+)
 
 
 def _is_view_operator(func: Any) -> bool:
@@ -71,8 +77,7 @@ class TrackedTensorMemory(TorchDispatchMode):
         self._live: dict[int, tuple[weakref.ref[Any], int, str]] = {}
         self._seen_before: dict[int, weakref.ref[Any]] = {}
         self.grad_modes: set[bool] = set()
-        self.operators = 0  # operator calls seen
-        self.elements_out = 0  # elements of every non-view tensor they produced
+        self.tally = WorkTally()  # operator calls and the elements of the work they did
         self._resize: Any = None
 
     def __enter__(self) -> TrackedTensorMemory:
@@ -167,12 +172,10 @@ class TrackedTensorMemory(TorchDispatchMode):
             if isinstance(item, torch.Tensor):
                 self._note_input(item)
         out = func(*args, **kwargs)
-        self.operators += 1
-        view = _is_view_operator(func)  # a view of a weight (``aten.t``) is no work done
+        # a view of a weight (``aten.t``) is no work done
+        self.tally.add(args, kwargs, out, _is_view_operator(func))
         for item in tree_flatten(out)[0]:
             if isinstance(item, torch.Tensor):
-                if not view:
-                    self.elements_out += item.numel()
                 self._note_output(item, str(func))
         return out
 
@@ -251,11 +254,18 @@ def run_peak_memory(workload: Workload, device: torch.device) -> MemoryRun:
 
     if lazy is not None:
         return _lazy_run(tracker, lazy, baseline)
-    empty = empty_work_diagnostic(tracker.operators, tracker.elements_out, "memory")
+    tally = tracker.tally
+    empty = empty_work_diagnostic(tally.operators, tally.elements_out, "memory")
     if empty is not None:
         diagnostics.append(empty)
     results: list[MetricResult] = []
     cpu, cpu_diagnostics = _tracked_result(tracker, "cpu", "cpu_tracked_tensors")
+    unseen = no_operators_diagnostic(
+        tally.operators, "memory", "the tracked-tensor peak is not a measured 0 bytes"
+    )
+    if unseen is not None:  # no operator dispatched: the tracker saw nothing, proves nothing
+        diagnostics.append(unseen)
+        cpu = MetricResult.unavailable(unit=cpu.unit, scope=cpu.scope, method=cpu.method)
     results.append(cpu)
     diagnostics += cpu_diagnostics
     baseline["cpu_tracked_tensors_preexisting"] = tracker.preexisting.get("cpu", 0)

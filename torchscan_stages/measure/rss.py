@@ -66,9 +66,53 @@ TREE_EVERY = 5
 TAIL_CHARS = 2000
 
 _LAUNCHER_BODY = r"""
-import json, os, sys
+import json, os, signal, sys
 result_path, argv = sys.argv[1], sys.argv[2:]
-floor = proc_status_bytes('VmHWM') or ru_maxrss_bytes()
+if sys.platform.startswith('linux'):
+    # a subreaper: descendants orphaned on the way (a daemon that forked, setsid'd and forked
+    # again) are re-parented here, not to init, so they can be ended with the command
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def children():
+    found = []
+    for entry in os.listdir('/proc') if os.path.isdir('/proc') else []:
+        if entry.isdigit():
+            try:
+                with open('/proc/%s/stat' % entry, 'rb') as handle:
+                    stat = handle.read()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(b')') + 2:].split()[1]) == os.getpid():
+                found.append(int(entry))
+    return found
+
+
+def end_descendants():
+    # SIGKILL every child (orphans re-parent here as their parents die), reap, repeat
+    while True:
+        for child in children():
+            try:
+                os.kill(child, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def on_term(number, frame):
+    end_descendants()
+    os._exit(128 + number)
+
+
+signal.signal(signal.SIGTERM, on_term)
+floor = proc_status_bytes('VmHWM') or ru_maxrss_bytes()  # what exec carries over, read last
 pid = os.fork()
 if pid == 0:
     try:
@@ -83,6 +127,7 @@ with open(result_path + '.tmp', 'w') as handle:
     json.dump({'pid': pid, 'status': status, 'maxrss_bytes': maxrss, 'floor_bytes': floor},
               handle)
 os.replace(result_path + '.tmp', result_path)
+end_descendants()
 if os.WIFEXITED(status):
     os._exit(os.WEXITSTATUS(status))
 os._exit(128 + os.WTERMSIG(status))
@@ -428,8 +473,46 @@ def _exit_status(run: _ChildRun) -> tuple[int | None, int | None]:
     return (None if run.timed_out else run.returncode), None
 
 
+def _os_figure(run: _ChildRun) -> int:
+    """The highest peak the OS itself reported: wait4's ru_maxrss, sampled VmHWM and RSS."""
+    maxrss = int(run.launcher["maxrss_bytes"]) if run.launcher is not None else 0
+    return max(maxrss, run.sampler.main_peak, run.sampler.tree_peak)
+
+
+def _refuse_claims_above_os(run: _ChildRun, diagnostics: list[Diagnostic]) -> bool:
+    """Phase records are the child's own claims: one above every figure the OS gave for it
+    (a record written by hand, not by mark_phase) is refused, never a complete peak.
+
+    Returns whether a claim was refused (the peak is then partial: the child's records and
+    the OS disagree, and a phase reset may have hidden the true high-water mark)."""
+    ceiling = _os_figure(run)
+    refused = False
+    for index, phase in enumerate(run.phases):
+        claim = phase.peak_rss.value
+        if claim is None or claim <= ceiling:
+            continue
+        refused = True
+        result = phase.peak_rss
+        unavailable = MetricResult.unavailable(
+            unit=result.unit, scope=result.scope, method=result.method
+        )
+        run.phases[index] = phase.model_copy(update={"peak_rss": unavailable})
+        diagnostics.append(
+            Diagnostic(
+                code="rss_phase_above_os",
+                severity="error",
+                metric="rss.phases",
+                message=f"phase {phase.name!r} claims a peak of {claim} bytes, above every "
+                f"figure the OS gave for the child (at most {ceiling} bytes: wait4 ru_maxrss, "
+                "sampled VmHWM and RSS); the claim is not counted",
+            )
+        )
+    return refused
+
+
 def _peak(run: _ChildRun, ok: bool, diagnostics: list[Diagnostic]) -> MetricResult:
     """The best known peak: exact kernel accounting when it is attributable, else samples."""
+    ok = not _refuse_claims_above_os(run, diagnostics) and ok
     known = [int(p.peak_rss.value) for p in run.phases if p.peak_rss.value is not None]
     if run.sampler.main_peak:
         known.append(run.sampler.main_peak)

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from ..report import Diagnostic
-from ..workloads import empty_work_diagnostic
+from ..workloads import WorkTally, empty_work_diagnostic, no_operators_diagnostic
 from .memory import _is_view_operator
 
 
@@ -24,20 +22,37 @@ class WorkProbe(TorchDispatchMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self.operators = 0
-        self.elements_out = 0
+        self.tally = WorkTally()
+        self.entered = False
+
+    @property
+    def operators(self) -> int:
+        """Operator calls dispatched under the probe."""
+        return self.tally.operators
+
+    @property
+    def elements_out(self) -> int:
+        """Elements of the work they did (see :class:`~torchscan_stages.workloads.WorkTally`)."""
+        return self.tally.elements_out
+
+    def __enter__(self) -> WorkProbe:
+        self.entered = True
+        return super().__enter__()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        self.operators += 1
-        if self.elements_out == 0 and not _is_view_operator(func):
-            outputs = [out] if isinstance(out, torch.Tensor) else tree_flatten(out)[0]
-            for item in outputs:
-                if isinstance(item, torch.Tensor):
-                    count = item.numel()  # a SymInt under symbolic shapes: not known empty
-                    self.elements_out += count if type(count) is int else 1
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if self.tally.computed == 0:  # once work is seen, stop paying for the count
+            self.tally.add(args, kwargs, out, _is_view_operator(func))
+        else:
+            self.tally.operators += 1
         return out
 
     def diagnostic(self, metric: str) -> Diagnostic | None:
-        """``empty_work`` when operators ran and every tensor they made was empty."""
-        return empty_work_diagnostic(self.operators, self.elements_out, metric)
+        """``empty_work`` when operators ran and every tensor they made was empty;
+        ``no_operators`` when the probed call dispatched none (not when nothing was probed)."""
+        if not self.entered:
+            return None
+        return no_operators_diagnostic(
+            self.tally.operators, metric, "throughput (work_units per second) is not derived"
+        ) or empty_work_diagnostic(self.tally.operators, self.tally.elements_out, metric)

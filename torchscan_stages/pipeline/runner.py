@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -100,8 +101,11 @@ def commit_outputs(pending: dict[Path, str]) -> list[Path]:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         raise
-    for tmp, path in staged:
-        os.replace(tmp, path)
+    from .._signals import signals_deferred
+
+    with signals_deferred():  # Ctrl-C or SIGTERM here would leave half the outputs renamed
+        for tmp, path in staged:
+            os.replace(tmp, path)
     for tmp, path in staged:
         clean_stale_temporaries(path, started, os.path.basename(tmp))
     return [path for _, path in staged]
@@ -159,7 +163,12 @@ def _execute(spec: StageSpec, raw: dict[str, Any], output_dir: Path) -> str:
     try:
         ctx = StageContext(spec.stage, config, config_section(raw, spec.keys), output_dir, run)
         with timing_slot(spec.stage) as ctx.host_share:  # one timing job at a time per host
-            spec.body(ctx)
+            try:
+                spec.body(ctx)
+            except (ConfigError, OutputError):
+                raise
+            except Exception as error:
+                raise _workload_failed(config, error) from error
     finally:
         set_run_context(None)
     try:
@@ -177,6 +186,28 @@ class OutputError(RuntimeError):
     """The stage's outputs could not be written (nothing was replaced)."""
 
 
+class WorkloadError(RuntimeError):
+    """The configured workload failed while the stage ran it (nothing was written)."""
+
+
+TRACEBACK_ENV = "TORCHSCAN_STAGES_TRACEBACK"
+
+
+def _workload_failed(config: PipelineConfig, error: Exception) -> Exception:
+    """One line naming the model and input configs and the error; the traceback only when
+    ``TORCHSCAN_STAGES_TRACEBACK=1`` (a model and an input that do not fit, such as
+    ``model=gpt2 input=image``, are a config mistake, not a crash to debug)."""
+    if os.environ.get(TRACEBACK_ENV) == "1":
+        return error
+    text = " ".join(str(error).split())[:400] or repr(error)
+    return WorkloadError(
+        f"the workload failed: model {config.model.name!r} ({config.model.target}) on input "
+        f"{config.input.name!r} ({config.input.target}) raised {type(error).__name__}: {text}; "
+        "check that the model and input configs fit together (set TORCHSCAN_STAGES_TRACEBACK=1 "
+        "for the traceback); nothing was written"
+    )
+
+
 class StageFailed(RuntimeError):
     """A job of a multirun failed; Hydra records it and goes on with the other jobs."""
 
@@ -186,7 +217,8 @@ EXIT_OUTPUT_ERROR = 1
 
 def _fail(stage: str, error: Exception) -> int:
     print(f"{stage}: {error}", file=sys.stderr)
-    return EXIT_OUTPUT_ERROR if isinstance(error, OutputError) else EXIT_CONFIG_ERROR
+    failed = isinstance(error, (OutputError, WorkloadError))
+    return EXIT_OUTPUT_ERROR if failed else EXIT_CONFIG_ERROR
 
 
 def run_stage(
@@ -210,7 +242,7 @@ def run_stage(
     if under_dvc(args):
         try:
             print(_execute(spec, read_params(), Path.cwd()), flush=True)
-        except (ConfigError, OutputError) as error:
+        except (ConfigError, OutputError, WorkloadError) as error:
             return _fail(stage, error)
         return 0
     return _run_hydra(spec, args)
@@ -243,7 +275,7 @@ def _run_hydra(spec: StageSpec, args: list[str]) -> int:
         output_dir = Path(HydraConfig.get().runtime.output_dir)
         try:
             _emit(_execute(spec, to_plain(cfg), output_dir))
-        except (ConfigError, OutputError) as error:
+        except (ConfigError, OutputError, WorkloadError) as error:
             if HydraConfig.get().mode == RunMode.MULTIRUN:
                 # One failed job must not end the sweep: Hydra records it as failed, runs
                 # the other jobs, then exits non-zero; the sweep summary lists it.
@@ -274,8 +306,31 @@ def stage_main(
     about: str = "",
     writes: tuple[str, ...] = (),
 ) -> None:
-    """``if __name__ == "__main__"`` entry: exit with the stage's status."""
-    sys.exit(run_stage(stage, keys, body, required=required, about=about, writes=writes))
+    """``if __name__ == "__main__"`` entry: exit with the stage's status.
+
+    Ctrl-C (SIGINT), SIGTERM and SIGHUP end the stage with one line and the shell's code for
+    death by that signal (130, 143, 129): the unwinding removed its temporaries, and nothing
+    was replaced (outputs are renamed together, after the work)."""
+    from .._signals import Terminated, ending_signals_raise
+
+    try:
+        with ending_signals_raise(redeliver=False):
+            code = run_stage(stage, keys, body, required=required, about=about, writes=writes)
+    except KeyboardInterrupt:
+        code = _interrupted(stage, "SIGINT (Ctrl-C)", 128 + signal.SIGINT)
+    except Terminated as ended:
+        code = _interrupted(stage, signal.Signals(ended.number).name, ended.exit_code)
+    sys.exit(code)
+
+
+def _interrupted(stage: str, what: str, code: int) -> int:
+    print(
+        f"{stage}: interrupted by {what}; nothing was replaced, the previous reports and "
+        "metrics stay",
+        file=sys.stderr,
+        flush=True,
+    )
+    return code
 
 
 def budget_outcome(
@@ -326,6 +381,7 @@ __all__ = [
     "OutputError",
     "StageContext",
     "StageSpec",
+    "WorkloadError",
     "budget_outcome",
     "commit_outputs",
     "complete_value",

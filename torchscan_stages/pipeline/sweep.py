@@ -90,51 +90,96 @@ def _provenance(document: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+def _read_json(path: Path, problems: list[str]) -> Any:
+    """A job file's JSON; a malformed one becomes a problem of this job's row, never a crash."""
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        problems.append(f"{path.parent.name}/{path.name}: unreadable ({type(error).__name__}: "
+                        f"{' '.join(str(error).split())[:200]})")  # fmt: skip
+        return None
+
+
+def _object(value: Any, path: Path, problems: list[str]) -> dict[str, Any]:
+    """``value`` when it is a JSON object (or absent); anything else is this job's problem."""
+    if value is None or isinstance(value, dict):
+        return value or {}
+    problems.append(f"{path.parent.name}/{path.name}: expected a JSON object, got "
+                    f"{type(value).__name__}")  # fmt: skip
+    return {}
+
+
+def _report_files(job_dir: Path) -> list[Path]:
+    """A job's reports in either format (``NAME.json`` or compact ``NAME.json.gz``)."""
+    folder = job_dir / "reports"
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")))
+
+
+def _stem(path: Path) -> str:
+    return path.name.removesuffix(".gz").removesuffix(".json")
 
 
 def _job_row(job_dir: Path, root: Path, *, listed: bool = False) -> dict[str, Any] | None:
-    """One job's row; ``listed`` (named by the user) folders always get one."""
-    from ..report import load_report
-
-    reports = sorted((job_dir / "reports").glob("*.json"))
-    status_doc = _read_json(job_dir / JOB_STATUS) or {}
-    if not (listed or reports or status_doc or (job_dir / ".hydra").is_dir()):
+    """One job's row; ``listed`` (named by the user) folders always get one. A damaged file
+    of the job (status, metrics, overrides, a report) fails this row only, naming it."""
+    problems: list[str] = []
+    reports = _report_files(job_dir)
+    status_path = job_dir / JOB_STATUS
+    status_doc = _object(_read_json(status_path, problems), status_path, problems)
+    if not (listed or reports or status_path.exists() or (job_dir / ".hydra").is_dir()):
         return None  # not a job folder (a sweep folder also holds .submitit/ and others)
     try:
         name = job_dir.relative_to(root).as_posix()
     except ValueError:  # a job folder outside the summary's folder
         name = job_dir.as_posix()
     row: dict[str, Any] = {"job": name}
-    overrides = _read_overrides(job_dir / ".hydra" / "overrides.yaml")
+    overrides = _read_overrides(job_dir / ".hydra" / "overrides.yaml", problems)
     if overrides is not None:
         row["overrides"] = overrides
         row["axes"] = _axes(overrides)
-    row["status"] = status_doc.get("status") or ("completed" if reports else "unknown")
-    if row["status"] == "unknown":
+    status = status_doc.get("status")
+    row["status"] = status if isinstance(status, str) else ("completed" if reports else "unknown")
+    if row["status"] == "unknown" and not problems:
         row["error"] = "no report and no job_status.json: the job never finished"
     elif status_doc.get("error"):
-        row["error"] = status_doc["error"]
+        row["error"] = str(status_doc["error"])
     for key in ("host", "timing_jobs_on_host"):
         if key in status_doc:
             row[key] = status_doc[key]
     for metrics_file in sorted((job_dir / "metrics").glob("*.json")):
-        for key, value in json.loads(metrics_file.read_text(encoding="utf-8")).items():
+        metrics = _object(_read_json(metrics_file, problems), metrics_file, problems)
+        for key, value in metrics.items():
             # '_', not '.': a dot in a field name means a nested field to vega-lite (dvc plots)
             row[f"{metrics_file.stem}_{key}"] = value
+    _report_columns(row, name, reports, problems)
+    if problems:  # this job's files are damaged: its row says so, the others are untouched
+        row["status"] = "failed"
+        row["error"] = "; ".join(([row["error"]] if row.get("error") else []) + problems)
+    return row
+
+
+def _report_columns(
+    row: dict[str, Any], name: str, reports: list[Path], problems: list[str]
+) -> None:
+    """The job's metrics, provenance and config columns from its reports, each loaded once."""
+    from ..report import load_report
+
     row["metrics"] = {}
     row[_HOSTS] = []  # (report path, HostState) of timed reports; taken out before writing
     for report_file in reports:
         try:
             report = load_report(report_file)  # once per file, validated, in whatever format
         except ValueError as error:  # one unreadable report: this job's error, not a crash
-            row["status"], row["error"] = "failed", str(error)
+            problems.append(str(error))
             continue
         # per-layer records and diagnostics are skipped by metric_results (_SKIP) anyway:
         # not dumping them spares a copy of every record of a large analysis report
         document = report.model_dump(mode="json", exclude={"layers", "diagnostics"})
-        row["metrics"].update(_report_metrics(report_file.stem, document))
+        row["metrics"].update(_report_metrics(_stem(report_file), document))
         row.setdefault("provenance", _provenance(document))
         _config_columns(row, (document.get("provenance") or {}).get("run") or {})
         if report.provenance.host is not None:
@@ -142,16 +187,25 @@ def _job_row(job_dir: Path, root: Path, *, listed: bool = False) -> dict[str, An
     row["reports"] = [f"{name}/reports/{p.name}" for p in reports]
     if "axes" not in row:  # no Hydra overrides saved (a DVC matrix job): its config says
         row["axes"] = {k: str(row[k]) for k in _CONFIG_AXES if k in row}
-    return row
 
 
-def _read_overrides(path: Path) -> list[str] | None:
-    """A job's ``.hydra/overrides.yaml`` (a YAML list); ``None`` when it has none."""
+def _read_overrides(path: Path, problems: list[str]) -> list[str] | None:
+    """A job's ``.hydra/overrides.yaml`` (a YAML list of strings); ``None`` when it has none
+    or it is damaged (then a problem of this job's row)."""
     if not path.exists():
         return None
     import yaml
 
-    return list(yaml.safe_load(path.read_text(encoding="utf-8")) or [])
+    try:
+        value = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        first = " ".join(str(error).split())[:200]
+        problems.append(f".hydra/overrides.yaml: unreadable ({type(error).__name__}: {first})")
+        return None
+    if not isinstance(value, list):
+        problems.append(f".hydra/overrides.yaml: expected a YAML list, got {type(value).__name__}")
+        return None
+    return [str(item) for item in value]
 
 
 def _config_columns(row: dict[str, Any], run: dict[str, Any]) -> None:

@@ -56,13 +56,15 @@ def _call_factory(spec: FactoryConfig, key: str) -> Any:
         unchecked = _through_var_keyword(signature, spec.kwargs)
     try:
         return factory(**spec.kwargs)
-    except (TypeError, ValueError) as error:
+    except (Exception, SystemExit) as error:  # also SystemExit: a factory must not exit
         # A factory with **kwargs checks those names itself (or not at all): say which
         # keys went through unchecked, so a typo there is found from this one line.
         hidden = f"; keys {unchecked} reach its **kwargs unchecked" if unchecked else ""
-        message = " ".join(str(error).split())
+        message = " ".join(str(error).split())[:500] or repr(error)
+        arguments = ", ".join(f"{name}={value!r}" for name, value in spec.kwargs.items())
         raise ConfigError(
-            f"{key}.kwargs: {spec.target} refused them ({type(error).__name__}: {message}){hidden}"
+            f"{key}.kwargs: {spec.target} refused them ({type(error).__name__}: {message}; "
+            f"called as {spec.target}({arguments[:300]})){hidden}"
         ) from None
 
 
@@ -246,9 +248,30 @@ def thread_settings(threads: int) -> Iterator[None]:
     """Set torch's intra-op threads for a measurement and restore them afterwards."""
     import torch
 
+    check_threads(threads)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def usable_cpus() -> int:
+    """Logical CPUs this process may run on (its affinity mask where the OS has one)."""
+    import os
+
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def check_threads(threads: int) -> None:
+    """``threads`` no higher than this host can run: more intra-op threads than CPUs measure
+    oversubscription, and a value such as 2**31 reaches torch as an overflow."""
+    limit = usable_cpus()
+    if threads > limit:
+        raise ConfigError(
+            f"invalid config: threads = {threads}: this host can run at most {limit} "
+            f"thread(s) ({limit} logical CPU(s) available to this process)"
+        )

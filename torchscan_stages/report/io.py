@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._signals import ending_signals_raise
 from .codec import dump_text, encode_report
 from .metric import GZIP_MAGIC, SCHEMA_VERSION
 
@@ -25,16 +26,66 @@ if TYPE_CHECKING:
     from .models import BaseReport
 
 
+MIB = 2**20
+# the largest report measured (a 5,000-layer model) is 27.6 MB compact and 376 MB as version 1
+# wrote it; a file, or a gzip member expanding, beyond this is refused before it is read whole
+MAX_REPORT_BYTES = 1024 * MIB
+MAX_GZIP_EXPANDED_BYTES = 256 * MIB  # compact reports: 0.65 MB gzip -> 27.6 MB of text
+MAX_BYTES_ENV = "TORCHSCAN_STAGES_MAX_REPORT_MB"
+_CHUNK = 4 * MIB
+
+
+def report_byte_limit(default: int = MAX_REPORT_BYTES) -> int:
+    """The size cap on a report's text: ``TORCHSCAN_STAGES_MAX_REPORT_MB`` when set."""
+    value = os.environ.get(MAX_BYTES_ENV, "")
+    return int(float(value) * MIB) if value.strip().replace(".", "", 1).isdigit() else default
+
+
+def _too_large(where: str, size: str, limit: int) -> ValueError:
+    return ValueError(
+        f"{where}: refused: {size}, over the report size limit of {limit // MIB} MiB "
+        f"(raise it with {MAX_BYTES_ENV}=N if this file is a report you trust)"
+    )
+
+
+def _gunzip(data: bytes, where: str) -> bytes:
+    """Decompress every gzip member, streaming, refusing once the text passes the cap:
+    a 400 KB file that expands to 400 MB is stopped at the cap, never expanded in full."""
+    limit = report_byte_limit(MAX_GZIP_EXPANDED_BYTES)
+    out = bytearray()
+    rest = data
+    while rest:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        pending = rest
+        while not inflater.eof:
+            chunk = inflater.decompress(pending, _CHUNK)
+            out += chunk
+            if len(out) > limit:
+                raise _too_large(where, f"its gzip data expands past {limit // MIB} MiB", limit)
+            pending = inflater.unconsumed_tail
+            if not chunk and not pending:
+                break  # input used up before the end-of-stream marker: truncated
+        if not inflater.eof:
+            raise zlib.error("compressed data ended before the end-of-stream marker")
+        rest = inflater.unused_data.lstrip(b"\x00")  # gzip pads members with zeros
+        if rest and not rest.startswith(GZIP_MAGIC):
+            raise zlib.error("trailing garbage after the gzip data")
+    return bytes(out)
+
+
 def _decode(data: bytes, where: str) -> str:
     """Text of a report file's bytes; gzip data (magic ``1f 8b``) is decompressed first,
-    whatever the file is called."""
+    whatever the file is called, and never past the size cap."""
     if data.startswith(GZIP_MAGIC):
         try:
-            data = gzip.decompress(data)
+            data = _gunzip(data, where)
         except (OSError, EOFError, zlib.error) as error:  # BadGzipFile is an OSError
             raise ValueError(
                 f"{where}: not a torchscan_stages report (damaged gzip data: {error})"
             ) from None
+    limit = report_byte_limit()
+    if len(data) > limit:
+        raise _too_large(where, f"{len(data)} bytes of text", limit)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -50,6 +101,10 @@ def _read_file(path: Path, where: str) -> str:
             raise ValueError(f"load_report: {where!r} is a directory, not a report file")
         if not path.is_file():
             raise ValueError(f"load_report: no report file at {where!r}")
+        limit = report_byte_limit()
+        size = path.stat().st_size
+        if size > limit:  # refused before a byte is read
+            raise _too_large(where, f"the file's {size} bytes", limit)
         data = path.read_bytes()
     except OSError as error:  # unreadable, or a name too long for the file system
         raise ValueError(f"load_report: cannot read {where[:200]!r}: {error.strerror}") from None
@@ -69,6 +124,8 @@ def _read_source(path_or_text: str | os.PathLike[str] | bytes) -> tuple[str, str
         )
     text = path_or_text
     if text.lstrip().startswith(("{", "[")):
+        if len(text) > report_byte_limit():
+            raise _too_large("<text>", f"{len(text)} characters", report_byte_limit())
         return text, "<text>"
     if "\x00" in text:
         raise ValueError("load_report: the argument is neither a JSON document nor a file path")
@@ -152,13 +209,16 @@ def atomic_write_text(path: str | os.PathLike[str], text: str | bytes) -> Path:
         raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(target.parent))
     target.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    tmp_name = write_temporary(target, text)
-    try:
-        os.replace(tmp_name, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
+    # SIGTERM/SIGHUP (default action) become an exception here, so the temporary goes before
+    # the process dies of the signal, sent again once the write has unwound
+    with ending_signals_raise(redeliver=True):
+        tmp_name = write_temporary(target, text)
+        try:
+            os.replace(tmp_name, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp_name)
+            raise
     clean_stale_temporaries(target, started, os.path.basename(tmp_name))
     return target
 

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from .codec import build_layers, expand_layers, share_metric_maps
+from .consistency import check_analysis
 from .io import _parse, _read_source
 from .metric import READABLE_VERSIONS, SCHEMA_VERSION
 from .models import (
@@ -124,5 +125,6 @@ def load_compact_analysis(document: dict[str, Any]) -> AnalysisReport:
         return AnalysisReport.model_validate(document)
     document["layers"] = []
     report = AnalysisReport.model_validate(document)
+    check_analysis(layers, report.totals)  # the records were vouched for column by column
     report.layers = layers
     return report

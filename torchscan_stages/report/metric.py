@@ -32,7 +32,11 @@ Number: TypeAlias = int | float
 # report numbers are never coerced: "3" or True is refused, not quietly turned into 3
 StrictNumber: TypeAlias = StrictInt | StrictFloat
 # counts, sizes and times: never negative, never NaN or infinite
-NonNegInt: TypeAlias = Annotated[int, Field(ge=0)]
+# strict: ``true`` is an int to Python, never a count in a report
+NonNegInt: TypeAlias = Annotated[StrictInt, Field(ge=0)]
+# integer counts: a float (1e308) is no count of FLOPs, MACs, parameters or elements
+INTEGER_UNITS = frozenset({"FLOPs", "MACs", "parameters", "elements"})
+EXACT_FLOAT_COUNT = 2**53  # a float count beyond this (1e308) is no exact count of anything
 NonNegFloat: TypeAlias = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 FiniteFloat: TypeAlias = Annotated[float, Field(allow_inf_nan=False)]
 # units whose numbers count or measure something, so a negative one is impossible
@@ -70,6 +74,13 @@ class MetricResult(_Model):
             number = getattr(self, name)
             if isinstance(number, float) and not math.isfinite(number):
                 raise ValueError(f"MetricResult.{name} must be finite, got {number!r}")
+            if isinstance(number, float) and self.unit in INTEGER_UNITS and not (
+                number.is_integer() and abs(number) <= EXACT_FLOAT_COUNT
+            ):
+                raise ValueError(
+                    f"MetricResult.{name} must be an integer count for unit {self.unit!r}, "
+                    f"got {number!r}"
+                )
             if number is not None and number < 0 and _counts_something(self.unit):
                 raise ValueError(
                     f"MetricResult.{name} must be >= 0 for unit {self.unit!r} "

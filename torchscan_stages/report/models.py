@@ -9,8 +9,9 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from .consistency import check_analysis, check_delta
 from .io import save_report
 from .metric import (
     SCHEMA_VERSION,
@@ -160,6 +161,11 @@ class AnalysisReport(_Report):
     totals: AnalysisTotals
     operator_flops: FlopReport | None = None
     conventions: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AnalysisReport:
+        check_analysis(self.layers, self.totals)
+        return self
 
     def subtree_parameters(self) -> dict[str, int]:
         """Parameters held by each module path with its submodules, each tensor once.
@@ -388,6 +394,11 @@ class PerformanceDelta(_Model):
     verdict: Verdict
     withheld: bool = False
     reason: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PerformanceDelta:
+        check_delta(self)
+        return self
 
 
 class BenchmarkComparison(_Report):

@@ -41,10 +41,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"render: no reports under {folder}/ (expected any of {expected})", file=sys.stderr)
         return 2
     target = folder / "index.html"
-    render_index(paths, target, title="torchscan_stages pipeline")
+    try:
+        render_index(paths, target, title="torchscan_stages pipeline")
+    except ValueError as error:  # a truncated or invalid report: it names its file
+        print(f"render: {error}; {target} was not written", file=sys.stderr)
+        return 2
+    except OSError as error:  # a full disk, an unwritable folder
+        print(f"render: cannot write {target}: {error.strerror or error}", file=sys.stderr)
+        return 1
     print(f"render: {len(paths)} reports -> wrote {target}")
     return 0
 
 
+def _entry() -> int:
+    """``main`` with Ctrl-C and SIGTERM as one line and the shell's code (130, 143)."""
+    from .._signals import Terminated, ending_signals_raise
+
+    try:
+        with ending_signals_raise(redeliver=False):
+            return main()
+    except KeyboardInterrupt:
+        print("render: interrupted by SIGINT (Ctrl-C); nothing was replaced", file=sys.stderr)
+        return 130
+    except Terminated as ended:
+        print(f"render: {ended}; nothing was replaced", file=sys.stderr)
+        return ended.exit_code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_entry())

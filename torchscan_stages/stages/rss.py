@@ -38,19 +38,48 @@ WRITES = ("reports/rss.json", "metrics/rss.json")
 KEYS = (*WORKLOAD_KEYS, "rss", "budgets")
 
 
-def child_command(config_file: Path) -> list[str]:
+def child_command(config_file: Path, execution_file: Path | None = None) -> list[str]:
     """The child's command line: the validated config travels in a file, nothing is re-read.
 
     A file, not an argument: a large config (long kwargs, a big custom mapping) would pass
-    the kernel's argument-size limit ("Argument list too long").
+    the kernel's argument-size limit ("Argument list too long"). ``execution_file`` is where
+    the child writes the thread settings it applied.
     """
-    return [
+    command = [
         sys.executable,
         "-m",
         "torchscan_stages.pipeline.rss_child",
         "--config-file",
         str(config_file),
     ]
+    if execution_file is not None:
+        command += ["--execution-file", str(execution_file)]
+    return command
+
+
+def child_execution(report: Any, path: Path) -> None:
+    """Record the measured child's applied threads and grad mode, not this process's."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        update = {key: record[key] for key in ("num_threads", "num_interop_threads")}
+        grad = record["grad_enabled"]
+        if not all(type(v) is int and v >= 1 for v in update.values()) or type(grad) is not bool:
+            raise ValueError(record)
+    except (OSError, ValueError, KeyError, TypeError):
+        from ..report import Diagnostic
+
+        report.diagnostics.append(
+            Diagnostic(
+                code="child_execution_unknown",
+                severity="warning",
+                metric="execution",
+                message="the rss child did not report the thread settings it applied (it "
+                "failed before building the workload?); execution.num_threads is this "
+                "process's, not the measured child's",
+            )
+        )
+        return
+    report.execution = report.execution.model_copy(update={**update, "grad_enabled": grad})
 
 
 @contextlib.contextmanager
@@ -73,7 +102,13 @@ def run(ctx: StageContext) -> None:
     configured_device(ctx.config.device)  # an absent device fails here, before the child runs
     name = workload_name(ctx.config)
     with config_file(ctx) as path:
-        report = measure_peak_rss(child_command(path), timeout=ctx.config.rss.timeout, name=name)
+        execution = path.with_name(path.stem + ".execution.json")
+        try:
+            command = child_command(path, execution)
+            report = measure_peak_rss(command, timeout=ctx.config.rss.timeout, name=name)
+            child_execution(report, execution)
+        finally:
+            execution.unlink(missing_ok=True)
     record_execution(report, ctx.config.precision)
     metrics: dict[str, Any] = {}
     section = report.rss

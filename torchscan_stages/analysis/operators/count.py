@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -14,7 +16,7 @@ from ...report import (
     IncompleteAnalysisError,
     MetricResult,
 )
-from ...workloads import lazy_output_diagnostic
+from ...workloads import lazy_output_diagnostic, no_operators_diagnostic
 from ..model_forms import without_data_diagnostics
 from .counter import OperatorCounter, _check_name
 from .lookup import classify_custom_mapping
@@ -57,7 +59,7 @@ def count_workload(
     _check_name(name)
     tracker = ModuleStack()
     counter = OperatorCounter(custom, owner=StackOwner(tracker.stack))
-    with gc_paused():  # see _gc: keeps the per-module cost flat on large models
+    with gc_paused(), _recursion_headroom():  # see _gc: flat per-module cost on large models
         with tracker, counter:
             output = workload()
         # a tensor or None is never deferred work: skip the generator / iterator checks
@@ -68,8 +70,50 @@ def count_workload(
     if counter.data_kind not in (_UNSEEN, None):
         report.diagnostics[:0] = without_data_diagnostics(counter.data_kind)
     _mark_no_work(report, lazy, _no_arithmetic(report))
+    if lazy is None:
+        _mark_no_operators(report)
     modes = counter.grad_modes
     return report, (True in modes) if modes else None
+
+
+# module hooks and the dispatch mode add about one Python frame per nesting level to the
+# workload's own: a model nested 200 deep that runs plainly must be countable too
+RECURSION_HEADROOM = 4000
+
+
+@contextlib.contextmanager
+def _recursion_headroom() -> Iterator[None]:
+    """The recursion limit raised to RECURSION_HEADROOM for the pass, restored after."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, RECURSION_HEADROOM))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
+
+
+def _mark_no_operators(report: FlopReport) -> None:
+    """No operator dispatched at all: a 0 is no evidence (the work may run where dispatch
+    cannot see it, e.g. a compiled graph's fused kernels), so the totals are unavailable."""
+    calls = sum(entry.calls for entry in report.by_operator.values())
+    calls += sum(entry.calls for entry in report.ignored_operators)
+    unseen = (
+        None
+        if calls
+        else no_operators_diagnostic(
+            0, "operator_flops", "0 FLOPs would be a guess, so the total is unavailable"
+        )
+    )
+    if unseen is None:
+        return
+    total = report.total
+    report.total = MetricResult.unavailable(unit=total.unit, scope=total.scope, method=total.method)
+    if report.product_flops is not None:
+        product = report.product_flops
+        report.product_flops = MetricResult.unavailable(
+            unit=product.unit, scope=product.scope, method=product.method
+        )
+    report.diagnostics.append(unseen)
 
 
 def _lower_bound(result: MetricResult) -> MetricResult:

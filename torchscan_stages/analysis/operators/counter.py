@@ -52,7 +52,10 @@ def _whole_flops(value: Any) -> int:
     Truncating 2.5 to 2 would report a wrong number as complete; refusing it makes the
     operator uncounted with the formula's problem in the diagnostic instead.
     """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool"):
+        # True is an int to Python (__index__ gives 1): never a count of 1 FLOP
+        raise _FormulaError(f"returned a boolean {value!r}, expected an int count")
+    if not isinstance(value, (int, float)):
         if hasattr(value, "__index__"):  # numpy / torch integer scalars
             return int(value.__index__())
         raise _FormulaError(f"returned {type(value).__name__} {value!r}, expected an int")

@@ -1,0 +1,58 @@
+"""The sweep summary survives one damaged job folder: that row fails, naming the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from torch import nn
+
+from torchscan_stages import crawl_module
+from torchscan_stages.pipeline.sweep import summarize_jobs
+
+
+def _good_job(folder: Path, name: str = "crawl.json") -> None:
+    (folder / "reports").mkdir(parents=True)
+    crawl_module(nn.Sequential(nn.Linear(4, 3)), (4,)).save(folder / "reports" / name)
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (lambda j: (j / "job_status.json").write_text('{"status": "compl'), "job_status.json: "
+         "unreadable (JSONDecodeError"),
+        (lambda j: (j / "job_status.json").write_text("[1, 2]"), "job_status.json: expected a "
+         "JSON object, got list"),
+        (lambda j: ((j / "metrics").mkdir(), (j / "metrics" / "crawl.json").write_text("{nope")),
+         "metrics/crawl.json: unreadable (JSONDecodeError"),
+        (lambda j: ((j / ".hydra").mkdir(), (j / ".hydra" / "overrides.yaml").write_text(
+            "- a=1\n  b: [")), ".hydra/overrides.yaml: unreadable ("),
+        (lambda j: ((j / ".hydra").mkdir(), (j / ".hydra" / "overrides.yaml").write_text(
+            "a: 1\n")), ".hydra/overrides.yaml: expected a YAML list, got dict"),
+        (lambda j: (j / "reports" / "flops.json").write_text('{"kind": "flo'),
+         "flops.json: malformed JSON"),
+    ],
+    ids=["status-truncated", "status-list", "metrics-malformed", "overrides-malformed",
+         "overrides-not-a-list", "report-truncated"],
+)  # fmt: skip
+def test_one_bad_job_folder_fails_only_its_row(tmp_path: Path, damage, expected: str) -> None:
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    _good_job(good)
+    _good_job(bad)
+    damage(bad)
+    summary = summarize_jobs([good, bad], tmp_path, title="t", listed=True)
+    rows = {row["job"]: row for row in summary["jobs"]}
+    assert rows["good"]["status"] == "completed" and "error" not in rows["good"]
+    assert rows["bad"]["status"] == "failed"
+    assert expected in rows["bad"]["error"], rows["bad"]["error"]
+    assert (tmp_path / "sweep_summary.json").exists() or any(tmp_path.glob("*.html"))
+
+
+def test_a_job_whose_only_report_is_compact_is_finished(tmp_path: Path) -> None:
+    # reports/crawl.json.gz (the compact form) once showed as "never finished"
+    job = tmp_path / "j"
+    _good_job(job, "crawl.json.gz")
+    (row,) = summarize_jobs([job], tmp_path, title="t", listed=True)["jobs"]
+    assert row["status"] == "completed" and "error" not in row
+    assert row["reports"] == ["j/reports/crawl.json.gz"]
+    assert "crawl.totals.module_flops" in row["metrics"]  # keyed crawl.*, not crawl.json.*
