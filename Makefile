@@ -3,14 +3,17 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # Installs only when pyproject.toml or constraints.txt changed since the last install.
-# `make main` needs only the pipeline and hf extras (MAIN_STAMP); `make setup` (tests,
-# lint, sweeps) installs every extra, Ray's scale extra (~125 MB) included.
+# Each target installs what it uses: `make main` the pipeline and hf extras (MAIN_STAMP);
+# `make check` those plus dev (TEST_STAMP: ruff, mypy, pytest; no Ray); `make setup` and
+# `make check-scale` every extra, Ray's scale extra (~125 MB) included (STAMP).
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 MAIN_STAMP := $(VENV)/.installed-main
 # Progress at least every 15 s during long quiet steps (pip, pytest, dvc repro).
 BEAT := $(PYTHON) $(CURDIR)/.ci/heartbeat
 
-.PHONY: setup test check lint types bench main sweep check-optimisation plots-template gpu-check
+.PHONY: setup test test-e2e check check-scale lint types bench main sweep check-optimisation \
+	plots-template gpu-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +21,12 @@ $(PY):
 $(STAMP): pyproject.toml constraints.txt | $(PY)
 	@echo "installing the package with its pipeline, dev, hf and scale extras (a few minutes the first time)"
 	$(BEAT) install $(PY) -m pip install --progress-bar off -c constraints.txt -e '.[pipeline,dev,hf,scale]'
-	@touch $(STAMP) $(MAIN_STAMP)
+	@touch $(STAMP) $(TEST_STAMP) $(MAIN_STAMP)
+
+$(TEST_STAMP): pyproject.toml constraints.txt | $(PY)
+	@echo "installing the package with its pipeline, dev and hf extras (what the tests use; no Ray)"
+	$(BEAT) install $(PY) -m pip install --progress-bar off -c constraints.txt -e '.[pipeline,dev,hf]'
+	@touch $(TEST_STAMP) $(MAIN_STAMP)
 
 $(MAIN_STAMP): pyproject.toml constraints.txt | $(PY)
 	@echo "installing the package with its pipeline and hf extras (a few minutes the first time)"
@@ -27,18 +35,29 @@ $(MAIN_STAMP): pyproject.toml constraints.txt | $(PY)
 
 setup: $(STAMP)
 
-test: setup
-	$(BEAT) pytest $(PY) -m pytest -q
+# Two test tiers (markers in pyproject.toml), each timed by the heartbeat's "done in" line:
+# `make test` the fast default tier (no `slow` test), `make test-e2e` the DVC end-to-end and
+# child-process tier (`slow`). Ray's launcher test (`ray`) needs the scale extra: it skips
+# with its reason under `make check` and runs under `make check-scale`.
+test: $(TEST_STAMP)
+	$(BEAT) "pytest fast tier" $(PY) -m pytest -q -m "not slow"
 
-lint: setup
-	$(PY) -m ruff check torchscan_stages tests benchmarks
-	$(PY) -m ruff format --check torchscan_stages tests benchmarks
+test-e2e: $(TEST_STAMP)
+	$(BEAT) "pytest e2e tier (dvc, child processes)" $(PY) -m pytest -q -m "slow and not ray"
+
+lint: $(TEST_STAMP)
+	$(BEAT) "ruff" sh -c '$(PY) -m ruff check torchscan_stages tests benchmarks && \
+	$(PY) -m ruff format --check torchscan_stages tests benchmarks'
 	$(PY) .ci/check_syntax
 
-types: setup
-	$(BEAT) mypy $(PY) -m mypy
+# mypy keeps its cache in .mypy_cache (git-ignored): a rerun checks only what changed.
+types: $(TEST_STAMP)
+	$(BEAT) "mypy" $(PY) -m mypy
 
-check: lint types test
+check: lint types test test-e2e
+
+check-scale: setup
+	$(BEAT) "pytest ray tier" $(PY) -m pytest -q -m ray
 
 bench: setup
 	$(PY) benchmarks/run_all.py
@@ -54,7 +73,7 @@ gpu-check: setup
 main: $(MAIN_STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(BEAT) "dvc repro" $(VENV)/bin/dvc repro
 	@echo "HTML report: $(CURDIR)/reports/index.html"
-	@echo "to keep it: git add dvc.lock metrics plots reports/.gitignore && git commit && dvc push"
+	@$(PY) -m torchscan_stages.pipeline.commit
 
 # The side pipelines are DVC projects of their own (never in the main one's status or
 # metrics): `dvc repro` runs inside their folder.

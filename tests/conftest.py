@@ -10,6 +10,9 @@ from __future__ import annotations
 import pytest
 from simulated_clock import SimulatedClock
 
+# The suite fails when it changed the checkout (git status before/after): checkout_guard.py.
+pytest_plugins = ["checkout_guard"]
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test that skips without a GPU as ``cuda``: ``make gpu-check`` runs ``-m cuda``."""

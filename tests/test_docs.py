@@ -92,3 +92,18 @@ def test_every_docs_page_is_covered() -> None:
     names = {str(p.relative_to(ROOT)) for p in PYTHON_PAGES}
     assert {"README.md", "docs/extending.md"} <= names
     assert any(b.lang == "yaml" for b in blocks(ROOT / "docs" / "pipeline.md"))
+
+
+def test_each_readme_python_block_runs_on_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A newcomer copies one block at a time: each brings its own imports."""
+    monkeypatch.chdir(tmp_path)
+    ran = 0
+    for block in blocks(ROOT / "README.md"):
+        if block.lang != "python" or block.skip is not None:
+            continue
+        fresh: dict[str, object] = {"__name__": f"readme_block_{block.number}"}
+        exec(compile(block.code, f"README.md[block {block.number}]", "exec"), fresh)
+        ran += 1
+    assert ran >= 2

@@ -68,3 +68,19 @@ def test_heartbeat_passes_output_and_exit_status_through(tmp_path: Path) -> None
     lines = done.stdout.splitlines()
     assert lines[0] == "hi" and lines[-1].startswith("[job] done in ")
     assert lines[-1].endswith("(exit 3)")
+
+
+def test_check_after_main_installs_no_ray_and_runs_both_tiers(tmp_path: Path) -> None:
+    folder = _scratch(tmp_path)
+    main_stamp = folder / ".venv" / ".installed-main"  # what `make main` leaves
+    main_stamp.write_text("")
+    os.utime(folder / "pyproject.toml", (1_000, 1_000))
+    os.utime(folder / "constraints.txt", (1_000, 1_000))
+    os.utime(main_stamp, (2_000, 2_000))
+    plan = _dry_run(folder, "check")
+    assert "-e '.[pipeline,dev,hf]'" in plan and "scale" not in plan  # no Ray for the tests
+    assert '-m pytest -q -m "not slow"' in plan  # the fast tier
+    assert '-m pytest -q -m "slow and not ray"' in plan  # the DVC end-to-end tier
+    assert plan.index("not slow") < plan.index("slow and not ray")  # fast feedback first
+    scale = _dry_run(folder, "check-scale")
+    assert "scale]'" in scale and "-m pytest -q -m ray" in scale  # Ray only where it is used

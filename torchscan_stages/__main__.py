@@ -19,6 +19,12 @@ COMMANDS = {
 def _usage() -> str:
     lines = ["usage: python -m torchscan_stages COMMAND [ARGS...]", "", "commands:"]
     lines += [f"  {name:<9} {text}" for name, text in COMMANDS.items()]
+    lines += [
+        "",
+        "the cached pipeline (Hydra + DVC; README 'The pipeline', docs/pipeline.md):",
+        "  dvc repro                                    every stage; a rerun measures nothing",
+        "  python -m torchscan_stages.stages.NAME --help  one stage: what it reads and writes",
+    ]
     return "\n".join(lines)
 
 

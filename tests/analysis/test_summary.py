@@ -169,11 +169,12 @@ def test_command_names_a_bad_import_path(argv: list[str], expected: str, capsys:
     assert expected in capsys.readouterr().err
 
 
-def test_command_takes_the_pipeline_spelling_too(tmp_path: Path, capsys: Any) -> None:
+def test_command_takes_the_pipeline_spelling_too(capsys: Any, tmp_path: Path) -> None:
     """``pkg.module.factory`` (a config's ``_target_``) works as ``pkg.module:factory`` does."""
-    out = str(tmp_path / "summary.json")  # never the checkout's reports/
-    assert main(["--model", "torch.nn.Identity", "--input-shape", "4", "--json", out]) == 0
+    target = tmp_path / "summary.json"  # never the cwd-relative default: not into the checkout
+    assert main(["--model", "torch.nn.Identity", "--input-shape", "4", "--json", str(target)]) == 0
     assert "Identity" in capsys.readouterr().out
+    assert load_report(target).model_type == "Identity"  # type: ignore[union-attr]
 
 
 def test_an_uncalled_container_row_holds_its_childrens_parameters() -> None:

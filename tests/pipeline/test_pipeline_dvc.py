@@ -20,6 +20,7 @@ from types import ModuleType
 import pytest
 import yaml
 from pipeline_children import dvc_env
+from pipeline_repo import PipelineRepos
 
 from torchscan_stages.report import FlopReport, load_report
 from torchscan_stages.stages.render import ORDER as REPORTS
@@ -38,17 +39,14 @@ def _by_path(name: str, path: Path) -> ModuleType:
     return module
 
 
-def _worktree() -> ModuleType:
-    """benchmarks/worktree.py, shared with the pipeline benchmark (loaded by path)."""
-    return _by_path("_bench_worktree", ROOT / "benchmarks" / "worktree.py")
-
-
 def _chromium() -> ModuleType:
     """tests/render/chromium.py: the offline headless Chromium the HTML tests use."""
     return _by_path("_render_chromium", ROOT / "tests" / "render" / "chromium.py")
 
 
 MEASUREMENTS = {"crawl", "flops", "memory", "latency", "rss", "profile", "compare", "predict"}
+# Run on every `dvc repro` (always_changed), each rewriting its output only when it changed.
+ALWAYS = {"env", "sources"}
 
 
 def _sh(
@@ -116,18 +114,16 @@ def _no_warning(result: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("pipeline") / "repo"
-    _worktree().copy_working_tree(ROOT, target)
-    _sh(target, "git", "init", "-q", "-b", "main")
+def repo(tmp_path_factory: pytest.TempPathFactory, pipeline_repos: PipelineRepos) -> Path:
+    target = pipeline_repos.committed_copy(tmp_path_factory.mktemp("pipeline") / "repo")
     _shrink_conf(target)
-    _commit(target, "pipeline copy")
+    _commit(target, "tiny timings")
     return target
 
 
 def test_fresh_repro_runs_every_stage_and_reports_validate(repo: Path) -> None:
     ran = _repro(repo)
-    assert ran == MEASUREMENTS | {"env", "render"}
+    assert ran == MEASUREMENTS | ALWAYS | {"render"}
     commit = _sh(repo, "git", "rev-parse", "HEAD").stdout.strip()
     env_hash = json.loads((repo / "reports" / "env.json").read_text())["env_hash"]
     for name in REPORTS:
@@ -168,11 +164,11 @@ def test_fresh_repro_runs_every_stage_and_reports_validate(repo: Path) -> None:
 
 
 def test_second_repro_measures_nothing(repo: Path) -> None:
-    assert _repro(repo) == {"env"}  # env always runs; its output is byte-identical
+    assert _repro(repo) == ALWAYS  # they always run; their outputs are byte-identical
 
 
 # `dvc status` always lists an always_changed stage, even when everything is up to date.
-ENV_ONLY = "env:\n\talways changed\n"
+ENV_ONLY = "env:\n\talways changed\nsources:\n\talways changed\n"
 
 
 def _readme_commit_block() -> str:
@@ -224,10 +220,11 @@ def test_branch_on_an_hf_causal_lm_diffs_against_main(repo: Path) -> None:
     compose = ("python", "-m", "torchscan_stages.pipeline.compose")
     _sh(repo, *compose, "--set-default", "model=gpt2", "input=hf_tokens")
     _sh(repo, *compose, "--check")  # the documented switch keeps the drift check green
-    assert _repro(repo) == MEASUREMENTS | {"env", "render"}  # every default stage, on GPT-2
+    assert _repro(repo) == MEASUREMENTS | ALWAYS | {"render"}  # every default stage, on GPT-2
     for name in REPORTS:
         run = load_report(repo / "reports" / f"{name}.json").provenance.run
         assert run is not None and run.model_name == "gpt2-tiny", name
+    _sh(repo, "git", "add", "conf/config.yaml")  # the owner's conf change, committed as code
     _sh(repo, "bash", "-euo", "pipefail", "-c", _readme_commit_block())
     _no_warning(_sh(repo, "dvc", "params", "diff", "main", check=False))
     params = json.loads(_sh(repo, "dvc", "params", "diff", "main", "--json").stdout)
@@ -252,14 +249,14 @@ def test_second_clone_pulls_from_the_default_remote_and_measures_nothing(repo: P
     _sh(repo.parent, "git", "clone", "-q", str(repo), str(clone))
     _no_warning(_sh(clone, "dvc", "pull", check=False))
     assert (clone / "reports" / "latency.json").exists()
-    assert _repro(clone) == {"env"}  # nothing measured again
+    assert _repro(clone) == ALWAYS  # nothing measured again
     assert _no_warning(_sh(clone, "dvc", "status", check=False)) == ENV_ONLY
 
 
 def test_latency_setting_reruns_latency_and_dependents_only(repo: Path) -> None:
     before = _sh(repo, "git", "rev-parse", "HEAD").stdout.strip()
     _set_params(repo, **{"latency.min_run_time": 0.06})
-    assert _repro(repo) == {"env", "latency", "render"}
+    assert _repro(repo) == ALWAYS | {"latency", "render"}
     _commit(repo, "longer latency run")
     params = json.loads(_sh(repo, "dvc", "params", "diff", before, "HEAD", "--json").stdout)
     change = params["params.yaml"]["latency.min_run_time"]
@@ -272,9 +269,65 @@ def test_latency_setting_reruns_latency_and_dependents_only(repo: Path) -> None:
 
 def test_model_revision_bump_reruns_model_dependent_stages(repo: Path) -> None:
     _set_params(repo, **{"model.revision": "2"})
-    assert _repro(repo) == {"env", "render"} | MEASUREMENTS
+    assert _repro(repo) == ALWAYS | {"render"} | MEASUREMENTS
     assert load_report(repo / "reports" / "flops.json").provenance.run.model_revision == "2"  # type: ignore[union-attr]
     _commit(repo, "model revision 2")
+
+
+USER_MODEL = """
+import torch
+from torch import nn
+
+
+def build(seed: int = 0, width: int = 8) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(16, width), nn.ReLU(), nn.Linear(width, 4))
+
+
+def example_batch(batch_size: int = 4, seed: int = 0) -> tuple[torch.Tensor]:
+    return (torch.randn(batch_size, 16, generator=torch.Generator().manual_seed(seed)),)
+"""
+USER_CONF = {
+    "model": "_target_: my_models.net.build\nname: mine\nrevision: '1'\n"
+    "kwargs:\n  seed: ${seed}\n  width: 8\n",
+    "input": "_target_: my_models.net.example_batch\nname: mine\nrevision: '1'\n"
+    "kwargs:\n  batch_size: 4\n  seed: ${seed}\nwork_units: 4\nunit: samples\n",
+}
+
+
+def test_editing_the_users_model_file_reruns_exactly_the_model_stages(repo: Path) -> None:
+    """The user's package (my_models/, not torchscan_stages/) is a dependency of its stages."""
+    _sh(repo, "git", "checkout", "-q", "-b", "mine")
+    package = repo / "my_models"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "net.py").write_text(USER_MODEL)
+    for group, text in USER_CONF.items():
+        (repo / "conf" / group / "mine.yaml").write_text(text)
+    compose = ("python", "-m", "torchscan_stages.pipeline.compose")
+    _sh(repo, *compose, "--set-default", "model=mine", "input=mine")
+    assert _repro(repo) == MEASUREMENTS | ALWAYS | {"render"}
+    sources = json.loads((repo / "reports" / "sources.json").read_text())
+    assert sources["model"]["package"] == "my_models" and sources["model"]["files"] == 2
+    before = json.loads((repo / "metrics" / "crawl.json").read_text())["parameters"]
+    # Linear(16, 8) + Linear(8, 4): 16*8+8 + 8*4+4 = 136 + 36 = 172 parameters
+    assert before == 172
+    _commit(repo, "my own model")
+    assert _repro(repo) == ALWAYS  # nothing changed: nothing measured
+    # the owner edits the model file (no revision bump): every stage that builds it reruns,
+    # render follows its reports, and nothing else (env, sources always run, cheaply)
+    (package / "net.py").write_text(
+        USER_MODEL.replace("nn.ReLU(),", "nn.ReLU(), nn.Linear(width, width),")
+    )
+    assert _repro(repo) == MEASUREMENTS | ALWAYS | {"render"}
+    after = json.loads((repo / "metrics" / "crawl.json").read_text())["parameters"]
+    assert after == 172 + 8 * 8 + 8  # one more Linear(8, 8): 64 weights + 8 biases
+    (repo / "NOTES.md").write_text("a file outside the model's package\n")
+    assert _repro(repo) == ALWAYS
+    _commit(repo, "deeper model")
+    _sh(repo, "git", "checkout", "-q", "main")
+    _no_warning(_sh(repo, "dvc", "checkout", check=False))
+    assert _no_warning(_sh(repo, "dvc", "status", check=False)) == ENV_ONLY
 
 
 def test_changed_environment_reruns_every_measurement(repo: Path, tmp_path: Path) -> None:
@@ -284,10 +337,10 @@ def test_changed_environment_reruns_every_measurement(repo: Path, tmp_path: Path
     meta.mkdir(parents=True)
     (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 99.0.0\n")
     env = dvc_env(extra_path=fake)
-    assert _repro(repo, env=env) == {"env", "render"} | MEASUREMENTS
+    assert _repro(repo, env=env) == ALWAYS | {"render"} | MEASUREMENTS
     report = load_report(repo / "reports" / "memory.json")
     assert report.provenance.torch_version == "99.0.0"
-    assert _repro(repo, env=env) == {"env"}
+    assert _repro(repo, env=env) == ALWAYS
 
 
 def _snapshot(repo: Path) -> dict[str, bytes]:

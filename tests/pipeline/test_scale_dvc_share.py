@@ -10,13 +10,13 @@ experiment runs the crawl stage only, to stay lean.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
 from pipeline_children import dvc_env
+from pipeline_repo import PipelineRepos
 
 pytestmark = pytest.mark.slow
 
@@ -29,14 +29,6 @@ def _sh(cwd: Path, *cmd: str) -> str:
     )
     assert result.returncode == 0, f"{cmd} ({result.returncode}):\n{result.stdout}\n{result.stderr}"
     return result.stdout + result.stderr
-
-
-def _copy_tree(target: Path) -> None:
-    spec = importlib.util.spec_from_file_location("_wt", ROOT / "benchmarks" / "worktree.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.copy_working_tree(ROOT, target)
 
 
 def _experiments(repo: Path) -> dict[str, dict[str, object]]:
@@ -60,15 +52,12 @@ def _sh_json(repo: Path) -> list[dict[str, object]]:
 
 
 def test_a_second_clone_lists_pulled_experiments_and_restores_instead_of_measuring(
-    tmp_path: Path,
+    tmp_path: Path, pipeline_repos: PipelineRepos
 ) -> None:
     git_remote, dvc_remote = tmp_path / "origin.git", tmp_path / "dvc-remote"
     first, second = tmp_path / "first" / "repo", tmp_path / "second" / "repo"
     _sh(tmp_path, "git", "init", "-q", "--bare", "-b", "main", str(git_remote))
-    _copy_tree(first)
-    _sh(first, "git", "init", "-q", "-b", "main")
-    _sh(first, "git", "add", "-A")
-    _sh(first, "git", "commit", "-qm", "pipeline copy")
+    pipeline_repos.committed_copy(first)
     _sh(first, "git", "remote", "add", "origin", str(git_remote))
     _sh(first, "git", "push", "-q", "origin", "main")
     _sh(first, "dvc", "remote", "modify", "--local", "storage", "url", str(dvc_remote))

@@ -81,3 +81,42 @@ def test_lock_off_says_timing_jobs_may_have_run_concurrently(
     finally:
         other.kill()
         other.wait()
+
+
+HOLD_LOCK = """
+import sys, time
+from pathlib import Path
+from torchscan_stages.pipeline import hostlock
+with hostlock.timing_slot("rss"):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[1]))
+"""
+
+
+def test_a_waiting_job_names_the_holder_and_its_age(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(hostlock.LOCK_ENV, str(tmp_path))
+    monkeypatch.setenv(hostlock.PROGRESS_ENV, "0.2")  # a line every 0.2 s instead of 15
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, "3"], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with hostlock.timing_slot("latency") as share:  # waits until the holder leaves
+            assert share is not None and share.locked
+        lines = capsys.readouterr().err.splitlines()
+    finally:
+        holder.kill()
+        holder.communicate()  # reaps it and closes its stdout pipe
+    assert lines, "no progress line while waiting"
+    assert all(line.startswith("latency: waiting ") for line in lines), lines
+    assert f"in {tmp_path}, held by PID {holder.pid} (rss) since " in lines[0]
+    assert "TORCHSCAN_TIMING_LOCK=off" in lines[0]
+
+
+def test_the_waiting_line_without_a_holder_record(tmp_path: Path) -> None:
+    line = hostlock.waiting_line("compare", tmp_path, 30.4)
+    assert line.startswith(f"compare: waiting 30 s for the timing lock in {tmp_path}, ")
+    assert "its holder left no record" in line

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from pipeline_children import dvc_env
+from pipeline_repo import PipelineRepos
 
 pytestmark = pytest.mark.slow
 
@@ -146,6 +147,7 @@ def _reports(summary: dict[str, Any]) -> set[tuple[Any, ...]]:
     return found
 
 
+@pytest.mark.ray
 def test_a_2x2_grid_gives_the_same_reports_through_every_launcher(
     tmp_path: Path, ray_address: tuple[str, str]
 ) -> None:
@@ -176,18 +178,9 @@ def _run(cwd: Path, *cmd: str) -> str:
     return done.stdout
 
 
-def _queued_grid(repo: Path) -> set[tuple[Any, ...]]:
+def _queued_grid(repo: Path, pipeline_repos: PipelineRepos) -> set[tuple[Any, ...]]:
     """The same grid as DVC experiments (queue, one worker): (precision, threads, metrics)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_wt", ROOT / "benchmarks" / "worktree.py")
-    assert spec is not None and spec.loader is not None
-    worktree = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(worktree)
-    worktree.copy_working_tree(ROOT, repo)
-    _run(repo, "git", "init", "-q", "-b", "main")
-    _run(repo, "git", "add", "-A")
-    _run(repo, "git", "commit", "-qm", "copy")
+    pipeline_repos.committed_copy(repo)
     queued = _run(repo, "dvc", "exp", "run", "--queue", "crawl", *[
         arg for item in GRID for arg in ("-S", item)])  # fmt: skip
     assert queued.count("Queued experiment") == 4, queued  # 2 x 2
@@ -214,7 +207,9 @@ def _queued_grid(repo: Path) -> set[tuple[Any, ...]]:
     return found
 
 
-def test_the_dvc_queue_gives_the_same_grid_as_a_multirun(tmp_path: Path) -> None:
+def test_the_dvc_queue_gives_the_same_grid_as_a_multirun(
+    tmp_path: Path, pipeline_repos: PipelineRepos
+) -> None:
     summary = _sweep(tmp_path, "basic", [])
     multirun = {
         (
@@ -225,7 +220,9 @@ def test_the_dvc_queue_gives_the_same_grid_as_a_multirun(tmp_path: Path) -> None
         for row in summary["jobs"]
     }  # fmt: skip
     assert len(multirun) == 4  # 2 precisions x 2 thread counts
-    assert _queued_grid(tmp_path / "repo") == multirun  # same jobs, same flat metrics
+    assert (
+        _queued_grid(tmp_path / "repo", pipeline_repos) == multirun
+    )  # same jobs, same flat metrics
     out = tmp_path / "exp-summary"
     printed = _run(
         ROOT, sys.executable, "-m", "torchscan_stages.pipeline.sweep", str(out),

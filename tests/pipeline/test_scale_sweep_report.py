@@ -42,6 +42,12 @@ def test_a_job_that_fails_mid_sweep_shows_as_failed_and_the_others_complete(
     html = (sweep_dir / "sweep_summary.html").read_text()
     assert "<script" not in html and 'class="failed"' in html and "bogus" in html
     assert f"sweep summary: {sweep_dir / 'sweep_summary.html'} (3 jobs, 1 failed)" in result.stdout
+    # one clean block: every failed job with its one-line error, after the summary line
+    block = result.stdout.split("sweep summary: ", 1)[1].splitlines()[1:]
+    assert block[0] == "1 failed job(s):", result.stdout
+    assert block[1].startswith("  job 1 (crawl.mode=bogus): StageFailed: crawl: "), block
+    assert "Traceback" not in result.stderr and "HYDRA_FULL_ERROR=1 for a" not in result.stderr
+    assert result.stderr.count("crawl: invalid config: crawl.mode = 'bogus'") == 1  # said once
 
 
 def _job(folder: Path, overrides: list[str], status: dict[str, str] | None) -> None:
@@ -91,3 +97,21 @@ def test_an_unreadable_report_fails_its_job_row_not_the_summary(tmp_path: Path) 
     assert row["status"] == "failed"
     assert str(broken) in row["error"] and "malformed JSON" in row["error"]
     assert "_hosts" not in row  # the private host list never reaches the written table
+
+
+def test_the_failure_block_lists_every_failed_job_with_its_error() -> None:
+    from torchscan_stages.pipeline.sweep import failure_block
+
+    summary = {
+        "jobs": [
+            {"job": "0", "status": "completed", "axes": {"threads": "1"}},
+            {"job": "1", "status": "failed", "axes": {"threads": "2"}, "error": "E: boom"},
+            {"job": "2", "status": "unknown", "error": "no report and no job_status.json"},
+        ]
+    }
+    assert failure_block(summary) == [
+        "2 failed job(s):",
+        "  job 1 (threads=2): E: boom",
+        "  job 2: no report and no job_status.json",
+    ]
+    assert failure_block({"jobs": summary["jobs"][:1]}) == []

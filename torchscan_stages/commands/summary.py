@@ -48,7 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--input-shape", default=None, help="e.g. 3,32,32 (batch excluded)")
     parser.add_argument("--json", default="reports/summary.json", help="report path")
-    parser.add_argument("--max-depth", type=int, default=None)
+    parser.add_argument(
+        "--max-depth",
+        type=int,
+        default=None,
+        help="print rows down to this module depth (0: the model only; default: every row); "
+        "the JSON report keeps every layer",
+    )
     parser.add_argument("--mode", choices=("full", "structure"), default="full")
     return parser
 

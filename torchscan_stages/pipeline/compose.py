@@ -16,6 +16,7 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from .loader import CONFIG_NAME, PARAMS_FILE, compose_yaml, find_conf_dir
 from .schema import ConfigError
@@ -43,6 +44,56 @@ def set_defaults(conf_dir: Path, choices: list[str]) -> None:
     from ..report import atomic_write_text
 
     atomic_write_text(path, text)
+
+
+def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, dict):
+        found: dict[str, Any] = {}
+        for key, value in node.items():
+            found.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+        return found
+    return {prefix: node}
+
+
+def drifted_keys(current: str | None, composed: str) -> list[tuple[str, Any, Any]]:
+    """(key, conf/'s value, params.yaml's value) for every key that differs."""
+    import yaml
+
+    try:
+        mine = _flat(yaml.safe_load(current or "") or {})
+    except yaml.YAMLError:
+        return []
+    theirs = _flat(yaml.safe_load(composed) or {})
+    missing = object()
+    keys = sorted(set(mine) | set(theirs))
+    return [
+        (key, theirs.get(key, "(absent)"), mine.get(key, "(absent)"))
+        for key in keys
+        if mine.get(key, missing) != theirs.get(key, missing)
+    ]
+
+
+def drift_message(target: Path, conf_dir: Path, current: str | None, composed: str) -> str:
+    """Which keys drifted, and the two honest ways out: keep them in conf/, or drop them.
+
+    ``dvc exp run -S key=value`` in the workspace (and ``dvc exp apply``) leave their
+    overrides in params.yaml; plainly recomposing would silently revert them.
+    """
+    # a group choice changes many keys: its `name` says which option, so it comes first
+    drift = sorted(drifted_keys(current, composed), key=lambda d: not d[0].endswith(".name"))
+    shown = ", ".join(f"{k} (conf/: {a!r}, {target.name}: {b!r})" for k, a, b in drift[:5])
+    more = f" and {len(drift) - 5} more" if len(drift) > 5 else ""
+    where = f" at {shown}{more}" if drift else ""
+    return (
+        f"compose: {target} differs from the composition of {conf_dir}{where}. "
+        "A workspace `dvc exp run -S KEY=VALUE` or `dvc exp apply` leaves its overrides "
+        "there. To keep them, put them in conf/ (`python -m torchscan_stages.pipeline."
+        "compose --set-default GROUP=OPTION` for a group choice, an edit of "
+        f"{conf_dir / (CONFIG_NAME + '.yaml')} for a key), then run `python -m "
+        "torchscan_stages.pipeline.compose`; to drop them, run that command alone (it "
+        "rewrites params.yaml from conf/, reverting those keys). Experiments that leave the "
+        "workspace alone: `dvc exp run --queue -S ...` or `--temp`."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,11 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     current = target.read_text(encoding="utf-8") if target.exists() else None
     if args.check:
         if current != text:
-            print(
-                f"compose: {target} differs from the composition of {conf_dir}; "
-                "run `python -m torchscan_stages.pipeline.compose`",
-                file=sys.stderr,
-            )
+            print(drift_message(target, conf_dir, current, text), file=sys.stderr)
             return 1
         return 0
     if current != text:

@@ -15,13 +15,19 @@ if TYPE_CHECKING:
     from ..report import MetricResult
 
 
-def figure(label: str, result: MetricResult | None) -> str:
-    """``warmed median 1.23 ms (complete)``; a lower bound shows ``≥``, nothing shows ``—``."""
+def figure(label: str, result: MetricResult | None, caveats: Sequence[str] = ()) -> str:
+    """``warmed median 1.23 ms (complete)``; a lower bound shows ``≥``, nothing shows ``—``.
+
+    ``caveats`` (render.caveats.latency_caveats) go inside the same parentheses:
+    ``(complete with warnings: 1 block(s) < min 5; loaded host)``, never a bare "complete".
+    """
+    from ..render.caveats import status_text
     from ..render.format import metric_cell
 
     if result is None:
         return f"{label} — (not measured)"
-    return f"{label} {metric_cell(result, brief=True).text} ({result.status})"
+    shown = status_text(result.status, list(caveats))
+    return f"{label} {metric_cell(result, brief=True).text} ({shown})"
 
 
 def result_line(stage: str, headline: Sequence[str], written: Sequence[Path]) -> str:

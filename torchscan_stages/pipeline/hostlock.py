@@ -10,21 +10,33 @@ records, as a ``timing_host_share`` diagnostic, how many timing jobs were on the
 
 ``TORCHSCAN_TIMING_LOCK`` sets the folder (one per host; the default is in the system's
 temporary folder); ``TORCHSCAN_TIMING_LOCK=off`` lets timing jobs run concurrently, and the
-reports then say how many shared the host.
+reports then say how many shared the host. Host-wide, not per checkout, by default: two
+clones timing at once on one machine disturb each other exactly as two jobs of one sweep
+do, and a per-checkout lock would let both claim "kept apart" (docs/scale-out.md).
+
+A job that waits says so: every ``TORCHSCAN_LOCK_PROGRESS_S`` seconds (15) one stderr line
+names the lock's folder, the holder's PID and stage, and since when it holds the lock (the
+holder writes ``holder.json`` beside the lock once it has it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import fcntl
+import json
 import os
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 LOCK_ENV = "TORCHSCAN_TIMING_LOCK"
+PROGRESS_ENV = "TORCHSCAN_LOCK_PROGRESS_S"
+HOLDER = "holder.json"
 TIMING_STAGES = frozenset({"latency", "rss", "profile", "compare"})
 _last: int | None = None
 
@@ -98,6 +110,58 @@ def last_share() -> int | None:
     return _last
 
 
+def _progress_interval() -> float:
+    try:
+        return max(0.1, float(os.environ.get(PROGRESS_ENV, "15")))
+    except ValueError:
+        return 15.0
+
+
+def _write_holder(folder: Path, stage: str) -> None:
+    """Who holds the lock and since when, for the jobs that wait (replaced atomically)."""
+    since = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    record = {"pid": os.getpid(), "stage": stage, "since": since}
+    tmp = folder / f".{HOLDER}.{os.getpid()}"
+    tmp.write_text(json.dumps(record), encoding="utf-8")
+    os.replace(tmp, folder / HOLDER)
+
+
+def waiting_line(stage: str, folder: Path, waited_s: float) -> str:
+    """``latency: waiting 15 s for the timing lock in F, held by PID 12 (rss) since ...``."""
+    try:
+        holder = json.loads((folder / HOLDER).read_text(encoding="utf-8"))
+        since = datetime.datetime.fromisoformat(str(holder["since"]))
+        age = (datetime.datetime.now(datetime.timezone.utc) - since).total_seconds()
+        who = (
+            f"held by PID {holder['pid']} ({holder.get('stage', '?')}) since "
+            f"{since:%H:%M:%S} UTC ({age:.0f} s ago)"
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        who = "its holder left no record"
+    return (
+        f"{stage}: waiting {waited_s:.0f} s for the timing lock in {folder}, {who}; timing "
+        f"jobs on one host measure one at a time ({LOCK_ENV}=off lifts that)"
+    )
+
+
+def _acquire(handle: Any, folder: Path, stage: str) -> None:
+    """Take the exclusive lock; while another job holds it, a line every interval."""
+    interval = _progress_interval()
+    start = time.monotonic()
+    due = start + interval
+    while True:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        now = time.monotonic()
+        if now >= due:
+            print(waiting_line(stage, folder, now - start), file=sys.stderr, flush=True)
+            due = now + interval
+        time.sleep(min(0.2, interval))
+
+
 @contextlib.contextmanager
 def timing_slot(stage: str) -> Iterator[HostShare | None]:
     """Register, wait for the host's timing lock, measure; ``None`` for non-timing stages."""
@@ -112,7 +176,8 @@ def timing_slot(stage: str) -> Iterator[HostShare | None]:
     handle = open(folder / "lock", "a+") if configured else None  # noqa: SIM115
     try:
         if handle is not None:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # blocks while another job measures
+            _acquire(handle, folder, stage)  # waits while another job measures, saying so
+            _write_holder(folder, stage)
         share = HostShare(folder, locked=handle is not None)
         share.refresh()
         yield share

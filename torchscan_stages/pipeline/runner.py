@@ -273,15 +273,17 @@ def _run_hydra(spec: StageSpec, args: list[str]) -> int:
 
     def task(cfg: Any) -> str:
         output_dir = Path(HydraConfig.get().runtime.output_dir)
+        multirun = HydraConfig.get().mode == RunMode.MULTIRUN
         try:
             _emit(_execute(spec, to_plain(cfg), output_dir))
         except (ConfigError, OutputError, WorkloadError) as error:
-            if HydraConfig.get().mode == RunMode.MULTIRUN:
-                # One failed job must not end the sweep: Hydra records it as failed, runs
-                # the other jobs, then exits non-zero; the sweep summary lists it.
-                print(f"{spec.stage}: {error}", file=sys.stderr, flush=True)
-                raise StageFailed(f"{spec.stage}: {error}") from None
+            if multirun:
+                return _job_failed(spec.stage, error, output_dir)
             raise SystemExit(_fail(spec.stage, error)) from None
+        except Exception as error:
+            if multirun and not os.environ.get("HYDRA_FULL_ERROR"):
+                return _job_failed(spec.stage, error, output_dir, with_traceback=True)
+            raise
         return str(output_dir)
 
     saved = sys.argv
@@ -294,7 +296,35 @@ def _run_hydra(spec: StageSpec, args: list[str]) -> int:
         hydra.main(config_path=str(conf_dir), config_name=CONFIG_NAME, version_base=None)(task)()
     finally:
         sys.argv = saved
-    return 0
+    from .job_status import last_sweep_failures
+
+    return 1 if last_sweep_failures() else 0  # a sweep with a failed job exits non-zero
+
+
+def _job_failed(
+    stage: str, error: Exception, output_dir: Path, with_traceback: bool = False
+) -> str:
+    """One failed job of a multirun: one stderr line now, its status beside its folder, and
+    the sweep goes on; the summary lists every failed job in one block at the end (no Hydra
+    traceback: ``HYDRA_FULL_ERROR=1`` lets an unexpected error propagate with it)."""
+    import traceback
+
+    from .job_status import write_job_status
+
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    what = (
+        f"{stage}: {text}"
+        if isinstance(error, ConfigError | OutputError | WorkloadError)
+        else (f"{stage}: {type(error).__name__}: {text}")
+    )
+    if with_traceback:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        trace = output_dir / "traceback.txt"
+        trace.write_text("".join(traceback.format_exception(error)), encoding="utf-8")
+        what += f" (traceback: {trace})"
+    print(what, file=sys.stderr, flush=True)
+    write_job_status(output_dir, "failed", StageFailed(what))
+    return str(output_dir)
 
 
 def stage_main(

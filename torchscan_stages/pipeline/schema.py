@@ -96,6 +96,9 @@ class CandidateConfig(_Strict):
 
 class CrawlSettings(_Strict):
     mode: Literal["full", "structure"]
+    # crawl_module's fill_from_operators=True: a module without a formula takes its own
+    # operator FLOPs under its own method (what a partial HF crawl's diagnostic suggests)
+    fill_from_operators: bool = False
 
 
 class FlopsSettings(_Strict):

@@ -21,11 +21,12 @@ import argparse
 import atexit
 import contextlib
 import json
-import socket
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from .job_status import JOB_STATUS, record_sweep_failures, recorded_failure, write_job_status
 
 NOTE = (
     "Timing jobs that share one host disturb each other; a sweep run in parallel "
@@ -33,7 +34,6 @@ NOTE = (
 )
 SUMMARY_JSON = "sweep_summary.json"
 SUMMARY_HTML = "sweep_summary.html"
-JOB_STATUS = "job_status.json"
 _METRIC_KEYS = {"status", "unit", "scope", "method"}
 _CONFIG_AXES = ("model", "input", "device", "precision", "threads", "seed")
 _SKIP = {"layers", "provenance", "diagnostics", "operators", "events"}
@@ -67,6 +67,21 @@ def _report_metrics(stem: str, document: dict[str, Any]) -> dict[str, dict[str, 
     if isinstance(stats, dict) and warmed is not None:
         warmed["spread"] = {k: stats.get(k) for k in ("q1", "q3", "iqr", "blocks")}
     return found
+
+
+def _mark_caveats(metrics: dict[str, dict[str, Any]], stem: str, report: Any) -> None:
+    """The warnings a latency's figure rests on (render.caveats), kept beside its numbers."""
+    from ..render.caveats import latency_caveats
+    from ..report import BenchmarkReport
+
+    if not isinstance(report, BenchmarkReport) or report.latency is None:
+        return
+    caveats = latency_caveats(report)
+    prefix = "latency" if stem == "latency" else f"{stem}.latency"
+    for name in ("warmed", "throughput"):
+        entry = metrics.get(f"{prefix}.{name}")
+        if entry is not None and caveats:
+            entry["caveats"] = caveats
 
 
 def _axes(overrides: list[str]) -> dict[str, str]:
@@ -180,6 +195,7 @@ def _report_columns(
         # not dumping them spares a copy of every record of a large analysis report
         document = report.model_dump(mode="json", exclude={"layers", "diagnostics"})
         row["metrics"].update(_report_metrics(_stem(report_file), document))
+        _mark_caveats(row["metrics"], _stem(report_file), report)
         row.setdefault("provenance", _provenance(document))
         _config_columns(row, (document.get("provenance") or {}).get("run") or {})
         if report.provenance.host is not None:
@@ -266,19 +282,17 @@ def summarize_jobs(
     return write_summary(rows, output_dir, title)
 
 
-def write_job_status(output_dir: Path, status: str, error: BaseException | None) -> None:
-    """One job's outcome beside its reports, so a failed job is never missing."""
-    from ..report import atomic_write_text
-    from .hostlock import last_share
-
-    document: dict[str, Any] = {"status": status, "host": socket.gethostname()}
-    if error is not None:
-        lines = str(error).strip().splitlines() or [type(error).__name__]
-        document["error"] = f"{type(error).__name__}: {lines[0]}"
-    share = last_share()
-    if share is not None:
-        document["timing_jobs_on_host"] = share
-    atomic_write_text(output_dir / JOB_STATUS, json.dumps(document, indent=2) + "\n")
+def failure_block(summary: dict[str, Any]) -> list[str]:
+    """One line per failed job with its one-line error; nothing when every job completed."""
+    failed = [row for row in summary["jobs"] if row["status"] != "completed"]
+    if not failed:
+        return []
+    lines = [f"{len(failed)} failed job(s):"]
+    for row in failed:
+        axes = " ".join(f"{k}={v}" for k, v in sorted((row.get("axes") or {}).items()))
+        where = f" ({axes})" if axes else ""
+        lines.append(f"  job {row['job']}{where}: {row.get('error') or row['status']}")
+    return lines
 
 
 class SweepSummaryCallback:
@@ -310,7 +324,9 @@ class SweepSummaryCallback:
         summary = summarize_jobs(jobs, folder, title=f"Sweep {folder}")
         failed = sum(1 for row in summary["jobs"] if row["status"] != "completed")
         counted = f"{len(summary['jobs'])} jobs" + (f", {failed} failed" if failed else "")
-        print(f"sweep summary: {folder / SUMMARY_HTML} ({counted})", flush=True)
+        record_sweep_failures(failed)
+        lines = [f"sweep summary: {folder / SUMMARY_HTML} ({counted})", *failure_block(summary)]
+        print("\n".join(lines), flush=True)
 
     def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
         from hydra.core.utils import JobStatus
@@ -326,6 +342,8 @@ class SweepSummaryCallback:
             return
         failed = job_return.status == JobStatus.FAILED
         error = job_return._return_value if failed else None
+        if not failed and recorded_failure(Path(output_dir)):
+            return  # the stage caught its own failure and recorded it (runner._job_failed)
         write_job_status(Path(output_dir), "failed" if failed else "completed", error)
 
     # Hydra calls these on every callback; a summary has nothing to do there.
@@ -362,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("name job folders, or --dvc-experiments REPO")
     failed = sum(1 for row in summary["jobs"] if row["status"] != "completed")
     print(f"sweep summary: {output / SUMMARY_HTML} ({len(summary['jobs'])} jobs, {failed} failed)")
+    for line in failure_block(summary):
+        print(line)
     return 0
 
 

@@ -44,6 +44,7 @@ from .analysis_view import (
     layer_events,
 )
 from .bench_view import benchmark_view, comparison_view, diff_view
+from .caveats import latency_caveats
 from .common import (
     ProvenanceView,
     diagnostics_view,
@@ -109,6 +110,7 @@ def _load(source: object, argument: str) -> AnyReport:
 class Headline:
     label: str
     result: MetricResult | None
+    note: str = ""  # shown on the same line: a latency's warnings, a comparison's verdict
 
 
 def _headlines(report: AnyReport) -> list[Headline]:
@@ -124,9 +126,11 @@ def _headlines(report: AnyReport) -> list[Headline]:
     if isinstance(report, BenchmarkReport):
         heads: list[Headline] = []
         if report.latency is not None:
+            caveats = latency_caveats(report)
+            note = f"with warnings: {'; '.join(caveats)}" if caveats else ""
             heads += [
-                Headline("warmed latency", report.latency.warmed),
-                Headline("throughput", report.latency.throughput),
+                Headline("warmed latency", report.latency.warmed, note),
+                Headline("throughput", report.latency.throughput, note),
             ]
         if report.memory is not None:
             heads += [Headline(f"peak {r.scope}", r) for r in report.memory.results]
@@ -139,7 +143,16 @@ def _headlines(report: AnyReport) -> list[Headline]:
         return [Headline(f"{name} after", d.after) for name, d in list(report.totals.items())[:3]]
     if isinstance(report, PredictionReport):
         return [Headline(f"predicted peak ({report.device})", report.peak)]
-    return [Headline(f"{d.metric} candidate", d.candidate) for d in report.deltas[:3]]
+    return [
+        Headline(f"{d.metric} candidate", d.candidate, _verdict_note(d)) for d in report.deltas[:3]
+    ]
+
+
+def _verdict_note(delta: Any) -> str:
+    """``ratio 1.27 (slower)``: the comparison's row says what the candidate's number means."""
+    ratio = f"ratio {delta.ratio:.3g}" if delta.ratio is not None else "no ratio"
+    why = f": {delta.reason}" if delta.reason and delta.verdict == "inconclusive" else ""
+    return f"{ratio} ({delta.verdict}{why})"
 
 
 def _kind_label(report: AnyReport) -> str:

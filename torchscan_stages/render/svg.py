@@ -189,6 +189,10 @@ def _marker(kind: str, x: float, y: float, cls: str) -> str:
     return f'<circle class="{cls}" cx="{_fmt(x)}" cy="{_fmt(y)}" r="4"/>'
 
 
+# Width of one character of a tick label (class "tick": 11 px sans-serif), rounded up.
+TICK_CHAR_PX = 7
+
+
 def line_chart(
     series: dict[str, list[Point]],
     x_labels: Sequence[str],
@@ -204,12 +208,15 @@ def line_chart(
     ``reference``: a labelled horizontal line (e.g. the owner's capacity), inside the y range.
     """
     fmt = formatter
-    width, left, right, top, bottom = 640, 78, 120, 14, 40
-    height = 240
     values = [p.value for pts in series.values() for p in pts if p.value is not None]
     if reference is not None:
         values.append(reference[1])
     ticks = nice_ticks(0.0, max(values) if values else 1.0, 5)
+    # the left margin fits the longest y label ("1.20 k samples/s"): never clipped
+    widest = max((len(fmt(tick)) for tick in ticks), default=0)
+    width, left, right, top, bottom = 640, max(78, TICK_CHAR_PX * widest + 12), 120, 14, 40
+    width += left - 78  # the plot keeps its width
+    height = 240
     y_max = ticks[-1] or 1.0
     plot_w, plot_h = width - left - right, height - top - bottom
     step = plot_w / max(len(x_labels) - 1, 1)

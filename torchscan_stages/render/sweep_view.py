@@ -14,6 +14,7 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from ..report import BenchmarkReport, MetricResult
+from .caveats import caveat_cell, latency_caveats
 from .format import Cell, human, metric_cell, seconds, si
 from .svg import Point, line_chart
 
@@ -69,8 +70,8 @@ def sweep_key(report: BenchmarkReport) -> tuple[str, int] | None:
     return str(precision), thread_count
 
 
-def _point(x: str, result: MetricResult) -> Point:
-    cell = metric_cell(result)
+def _point(x: str, result: MetricResult, caveats: list[str] | None = None) -> Point:
+    cell = caveat_cell(metric_cell(result), caveats or [])
     value = float(result.known_value) if result.known_value is not None else None
     return Point(x=x, value=value, status=result.status, title=cell.text)
 
@@ -90,8 +91,11 @@ def sweep_view(members: list[tuple[str, BenchmarkReport]]) -> SweepView | None:
     devices = set()
     for anchor, report, (precision, count) in keyed:
         assert report.latency is not None  # sweep_key requires it
-        latency.setdefault(precision, []).append(_point(str(count), report.latency.warmed))
-        throughput.setdefault(precision, []).append(_point(str(count), report.latency.throughput))
+        caveats = latency_caveats(report)
+        latency.setdefault(precision, []).append(_point(str(count), report.latency.warmed, caveats))
+        throughput.setdefault(precision, []).append(
+            _point(str(count), report.latency.throughput, caveats)
+        )
         units.add(report.latency.throughput.unit)
         devices.add(report.execution.device)
         rows.append(
@@ -100,8 +104,8 @@ def sweep_view(members: list[tuple[str, BenchmarkReport]]) -> SweepView | None:
                 threads=str(count),
                 name=report.name or anchor,
                 anchor=anchor,
-                latency=metric_cell(report.latency.warmed),
-                throughput=metric_cell(report.latency.throughput),
+                latency=caveat_cell(metric_cell(report.latency.warmed), caveats),
+                throughput=caveat_cell(metric_cell(report.latency.throughput), caveats),
                 device=report.execution.device,
             )
         )
@@ -159,14 +163,15 @@ def _summary_cell(result: dict[str, Any] | None) -> Cell:
     unit = str(result.get("unit") or "")
     number = float(result["known_value"])
     spread = result.get("spread") or {}
+    caveats = [str(c) for c in result.get("caveats") or []]
     extra = f"; IQR {spread['iqr']:.3g} over {spread.get('blocks')} blocks" if spread else ""
     title = f"{result.get('scope')}{extra}"
     shown = human(number, unit)
-    if spread.get("iqr") is not None:
+    if spread.get("iqr") is not None and not caveats:  # an IQR of one block says nothing
         shown += f" (IQR {human(float(spread['iqr']), unit)})"
     if result["status"] == "partial":
-        return Cell(f"≥ {shown}", f"lower bound; {title}", "part")
-    return Cell(shown, title, "ok")
+        return caveat_cell(Cell(f"≥ {shown}", f"lower bound; {title}", "part"), caveats)
+    return caveat_cell(Cell(shown, title, "ok"), caveats)
 
 
 def swept_axes(jobs: list[dict[str, Any]]) -> list[str]:
@@ -188,11 +193,15 @@ def _charts(jobs: list[dict[str, Any]], names: list[str], axes: list[str]) -> li
     x_key = _x_axis(axes)
     if x_key is None:
         return []
-    x_labels = sorted({(j.get("axes") or {}).get(x_key, "") for j in jobs}, key=_natural)
+    # an x value only failed jobs have (crawl.mode=bogus) is not put on the axis: those jobs
+    # are rows of the table and lines of the failure block; elsewhere a failure is a gap
+    done = [j for j in jobs if j.get("status") == "completed"]
+    x_labels = sorted({(j.get("axes") or {}).get(x_key, "") for j in done}, key=_natural)
+    drawn = [j for j in jobs if (j.get("axes") or {}).get(x_key, "") in x_labels]
     charts: list[Markup] = []
     for name in names[:_MAX_CHARTS]:
         series: dict[str, list[Point]] = {}
-        for job in jobs:
+        for job in drawn:
             values = job.get("axes") or {}
             x = values.get(x_key, "")
             others = [f"{k}={values.get(k, '')}" for k in axes if k != x_key]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..report import STATUS_MARKERS, BenchmarkReport, Diagnostic, MetricResult
+from .caveats import latency_caveats, status_text
 from .format import DASH, human, seconds
 
 MARKERS = STATUS_MARKERS  # defined once, beside the statuses (progress lines use it too)
@@ -131,17 +132,12 @@ def _latency_lines(report: BenchmarkReport) -> list[str]:
             else "spread not judged, "
         )
         extra = spread + f"{stats.blocks} blocks x {stats.calls_per_block} calls"
-    codes = {d.code for d in report.diagnostics}
-    if "latency_noisy" in codes:
-        extra += "  ! NOISY, see diagnostics"
-    if "too_few_blocks" in codes:
-        extra += "  ! TOO FEW BLOCKS, see diagnostics"
-    if "loaded_host" in codes:
-        extra += "  ! LOADED HOST"
+    caveats = latency_caveats(report)
+    warning = f"  ! {status_text(lat.warmed.status, caveats)}" if caveats else ""
     return [
         metric_line("first-call latency", lat.first_call),
-        metric_line("warmed latency (median)", lat.warmed, extra),
-        metric_line("throughput", lat.throughput),
+        metric_line("warmed latency (median)", lat.warmed, extra + warning),
+        metric_line("throughput", lat.throughput, warning.lstrip()),
     ]
 
 

@@ -10,9 +10,50 @@ All of it is one library call: :func:`pipeline.candidate.compare_configured_cand
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..pipeline.runner import WORKLOAD_KEYS, StageContext, stage_main
 
 KEYS = (*WORKLOAD_KEYS, "compare", "candidate")
+
+
+WRITES = ("reports/compare.json", "reports/compare_diff.json", "metrics/compare.json")
+
+
+def verdict_text(delta: Any) -> str:
+    """``inconclusive: the interval [0.9, 1.3] straddles ...``: the why on the console too."""
+    if delta.verdict == "inconclusive" and delta.reason:
+        return f"{delta.verdict}: {delta.reason}"
+    return str(delta.verdict)
+
+
+def cpu_has_bf16_matrix_units(cpuinfo: str | None = None) -> bool | None:
+    """AMX-BF16 or AVX512-BF16 in /proc/cpuinfo's flags; None where it cannot be read."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as handle:
+                cpuinfo = handle.read()
+        except OSError:
+            return None
+    flags = next((line for line in cpuinfo.splitlines() if line.startswith("flags")), "")
+    if not flags:
+        return None
+    names = set(flags.split(":", 1)[-1].split())
+    return bool(names & {"amx_bf16", "avx512_bf16"})
+
+
+def bf16_cpu_note(config: Any, cpuinfo: str | None = None) -> str:
+    """Why a bf16 candidate on this CPU is expected to be slower (empty when not the case)."""
+    candidate = config.candidate
+    precision = getattr(candidate, "precision", None) if candidate is not None else None
+    if precision is None or precision.dtype != "bfloat16" or config.device.type != "cpu":
+        return ""
+    if cpu_has_bf16_matrix_units(cpuinfo) is not False:
+        return ""
+    return (
+        "note: bf16 on a CPU without bf16 matrix units (no AMX-BF16/AVX512-BF16 flag): "
+        "expect the candidate to be slower, not faster"
+    )
 
 
 def run(ctx: StageContext) -> None:
@@ -21,12 +62,15 @@ def run(ctx: StageContext) -> None:
     result = compare_configured_candidate(ctx.config)
     comparison = result.comparison
     ctx.headline = [f"check {'passed' if comparison.check.passed else 'not passed'}"] + [
-        f"{d.metric} ratio {d.ratio:.3g} ({d.verdict})" for d in comparison.deltas if d.ratio
+        f"{d.metric} ratio {d.ratio:.3g} ({verdict_text(d)})" for d in comparison.deltas if d.ratio
     ]
+    note = bf16_cpu_note(ctx.config)
+    if note:
+        ctx.headline.append(note)
     ctx.write_report(comparison)
     ctx.write_report(result.diff, "compare_diff")
     ctx.write_metrics(result.metrics())
 
 
 if __name__ == "__main__":
-    stage_main("compare", KEYS, run, required=("candidate",), about=__doc__ or "")
+    stage_main("compare", KEYS, run, required=("candidate",), about=__doc__ or "", writes=WRITES)

@@ -46,6 +46,7 @@ def run(ctx: StageContext) -> None:
             args=workload.inputs,
             kwargs=workload.kwargs,
             mode=ctx.config.crawl.mode,
+            fill_from_operators=ctx.config.crawl.fill_from_operators,
         )
     metrics: dict[str, Any] = {key: complete_value(getattr(report.totals, key)) for key in TOTALS}
     totals = report.totals

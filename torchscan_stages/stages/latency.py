@@ -35,6 +35,7 @@ KEYS = (*WORKLOAD_KEYS, "latency", "budgets")
 def run(ctx: StageContext) -> None:
     from ..measure.latency import measure_latency
     from ..pipeline.workload import build_workload, thread_settings
+    from ..render.caveats import latency_caveats
 
     cfg = ctx.config
     workload = build_workload(cfg)
@@ -61,10 +62,11 @@ def run(ctx: StageContext) -> None:
         report.diagnostics.extend(
             budget_outcome(metrics, "warmed_median_s", section.warmed, cfg.budgets.latency_median_s)
         )
+        caveats = latency_caveats(report)  # on the same line as the number they qualify
         ctx.headline = [
-            figure("warmed median", section.warmed),
+            figure("warmed median", section.warmed, caveats),
             figure("first call", section.first_call),
-            figure("throughput", section.throughput),
+            figure("throughput", section.throughput, caveats),
         ]
     ctx.write_report(report)
     ctx.write_metrics(metrics)

@@ -1,6 +1,10 @@
 """Stage ``predict``: the peak memory of one step of the configured model, predicted on fake
 tensors (no data, no accelerator), for the allocator ``predict.device`` names.
 
+``predict.device`` defaults to ``cuda`` even on a CPU-only run on purpose: the question is
+"will this step fit on the GPU I plan to use", and fake tensors on this CPU model CUDA's
+allocator (512-byte blocks) without one; ``predict.device=cpu`` predicts tracked CPU tensors.
+
 With ``predict.sharding: fsdp2`` the model is built on ``meta``, ``fully_shard``-ed (every
 item of each ``nn.ModuleList``, then the root) on a fake world of ``predict.world_size``
 ranks and materialised with ``to_empty``: the figures are one rank's. ``predict.batches``
@@ -14,6 +18,7 @@ from ..pipeline.feedback import figure
 from ..pipeline.runner import WORKLOAD_KEYS, StageContext, complete_value, stage_main
 
 KEYS = (*WORKLOAD_KEYS, "predict")
+WRITES = ("reports/predict.json", "metrics/predict.json")
 
 
 def _with_batch(cfg: Any, batch: int | None) -> Any:
@@ -151,4 +156,4 @@ def run(ctx: StageContext) -> None:
 
 
 if __name__ == "__main__":
-    stage_main("predict", KEYS, run, about=__doc__ or "")
+    stage_main("predict", KEYS, run, about=__doc__ or "", writes=WRITES)

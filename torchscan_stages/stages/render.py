@@ -6,6 +6,7 @@ so it needs no params. Writes: FOLDER/index.html (no network needed to view it).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -50,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"render: cannot write {target}: {error.strerror or error}", file=sys.stderr)
         return 1
     print(f"render: {len(paths)} reports -> wrote {target}")
+    if os.environ.get("DVC_STAGE"):  # the pipeline's last stage: say what to commit
+        from ..pipeline.commit import recipe_text
+
+        print(recipe_text())
     return 0
 
 

@@ -1,0 +1,81 @@
+"""What stages and commands tell a newcomer: the why of a verdict, bf16 on a CPU, --help."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from torchscan_stages.pipeline.loader import load_config
+from torchscan_stages.stages.compare import bf16_cpu_note, cpu_has_bf16_matrix_units, verdict_text
+
+ROOT = Path(__file__).resolve().parents[2]
+NO_BF16 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f\n"
+AMX = "processor\t: 0\nflags\t\t: fpu avx2 avx512f amx_bf16 amx_tile\n"
+
+
+def test_an_inconclusive_verdict_says_why_on_the_stage_line() -> None:
+    delta = SimpleNamespace(verdict="inconclusive", reason="the interval straddles 1.05")
+    assert verdict_text(delta) == "inconclusive: the interval straddles 1.05"
+    assert verdict_text(SimpleNamespace(verdict="slower", reason="x")) == "slower"
+
+
+def test_the_default_bf16_candidate_on_a_cpu_without_bf16_units_is_explained() -> None:
+    config = load_config([], conf_dir=ROOT / "conf")  # candidate bf16_autocast, device cpu
+    assert cpu_has_bf16_matrix_units(NO_BF16) is False
+    assert cpu_has_bf16_matrix_units(AMX) is True
+    assert cpu_has_bf16_matrix_units("no flags line") is None
+    assert "without bf16 matrix units" in bf16_cpu_note(config, NO_BF16)
+    assert bf16_cpu_note(config, AMX) == ""  # AMX: bf16 may well be faster, no excuse printed
+    fp32 = load_config(["candidate=channels_last"], conf_dir=ROOT / "conf")
+    assert bf16_cpu_note(fp32, NO_BF16) == ""
+
+
+def test_crawl_accepts_fill_from_operators_and_gpt2_is_complete_with_it(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    from torchscan_stages.analysis.crawl import crawl_module
+    from torchscan_stages.pipeline.workload import build_workload
+
+    overrides = ["model=gpt2", "input=hf_tokens", "crawl.fill_from_operators=true"]
+    config = load_config(overrides, conf_dir=ROOT / "conf")
+    assert config.crawl.fill_from_operators is True
+    workload = build_workload(config)
+    report = crawl_module(
+        workload.eager_model, args=workload.inputs, kwargs=workload.kwargs,
+        fill_from_operators=config.crawl.fill_from_operators,
+    )  # fmt: skip
+    assert report.totals.module_flops.status == "complete"
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    assert params["crawl"]["fill_from_operators"] is False  # off unless asked for
+
+
+@pytest.mark.parametrize(
+    ("stage", "writes"),
+    [
+        ("compare", "reports/compare.json, reports/compare_diff.json, metrics/compare.json"),
+        ("predict", "reports/predict.json, metrics/predict.json"),
+    ],
+)
+def test_stage_help_lists_everything_it_writes(stage: str, writes: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", f"torchscan_stages.stages.{stage}", "--help"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert f"writes: {writes}\n" in done.stdout
+
+
+def test_package_help_points_to_the_pipeline_and_summary_explains_max_depth() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "torchscan_stages", "--help"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert "dvc repro" in done.stdout and "docs/pipeline.md" in done.stdout
+    summary = subprocess.run(
+        [sys.executable, "-m", "torchscan_stages", "summary", "--help"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert "--max-depth MAX_DEPTH" in summary.stdout and "module depth" in summary.stdout
