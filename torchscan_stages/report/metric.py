@@ -74,8 +74,10 @@ class MetricResult(_Model):
             number = getattr(self, name)
             if isinstance(number, float) and not math.isfinite(number):
                 raise ValueError(f"MetricResult.{name} must be finite, got {number!r}")
-            if isinstance(number, float) and self.unit in INTEGER_UNITS and not (
-                number.is_integer() and abs(number) <= EXACT_FLOAT_COUNT
+            if (
+                isinstance(number, float)
+                and self.unit in INTEGER_UNITS
+                and not (number.is_integer() and abs(number) <= EXACT_FLOAT_COUNT)
             ):
                 raise ValueError(
                     f"MetricResult.{name} must be an integer count for unit {self.unit!r}, "
