@@ -6,14 +6,27 @@ model; ``tests/predict/predict_models.mixed_precision_step``) runs in a fresh ch
 process so its peak RSS is its own, measured by ``measure_peak_rss`` (imports included);
 the child writes its own wall time of the prediction and the predicted peak. The issue's
 budget on the 2-core development machine: under 30 s and under 1 GiB peak RSS.
+
+``--depth 25 100 400 1600`` also predicts an AdamW training step of that many Linear+ReLU
+blocks (``models.scaling_model``, width 16, batch 8) and prints, side by side on the same
+steps in this one run: our CPU time, torch's private ``MemTracker`` on the same fake step,
+the log-log slope of our CPU time in depth (first to last depth; the first call of the run
+is a warm-up, not timed), and predicted/measured (``measure_peak_memory`` on the real step).
 """
 
 from __future__ import annotations
 
+import math
+import os
 import sys
+import time
 from pathlib import Path
+from typing import Any
+
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 CHILD = """
 import sys, time
@@ -40,8 +53,61 @@ out.close()
 """
 
 
+def _depth_step(blocks: int) -> Any:
+    from benchmarks.models import scaling_model
+
+    def step() -> None:
+        model = scaling_model(blocks)
+        optimizer = torch.optim.AdamW(model.parameters())
+        model(torch.randn(8, 16)).pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    return step
+
+
+def _memtracker_seconds(step: Any) -> float:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    start = time.process_time()
+    with FakeTensorMode():
+        tracker = MemTracker()
+        with tracker:
+            step()
+    return time.process_time() - start
+
+
+def depth(blocks: list[int]) -> None:
+    """Our CPU time against MemTracker's, the slope in depth, and predicted/measured."""
+    from torchscan_stages import measure_peak_memory, predict_peak_memory
+
+    torch.set_num_threads(1)
+    predict_peak_memory(_depth_step(2), device="cpu")  # warm-up: imports, first dispatch
+    ours: list[float] = []
+    print("| blocks | ours CPU s | MemTracker CPU s | predicted / measured |")
+    print("| ---: | ---: | ---: | ---: |")
+    for n in blocks:
+        step = _depth_step(n)
+        start = time.process_time()
+        report = predict_peak_memory(step, device="cpu")
+        ours.append(time.process_time() - start)
+        theirs = _memtracker_seconds(step)
+        measured = measure_peak_memory(step).memory.results[0].value  # type: ignore[union-attr]
+        ratio = float(report.peak.value) / float(measured)  # type: ignore[arg-type]
+        print(f"| {n:,} | {ours[-1]:.2f} | {theirs:.2f} | {ratio:.4f} |", flush=True)
+    if len(blocks) > 1:
+        slope = math.log(ours[-1] / ours[0]) / math.log(blocks[-1] / blocks[0])
+        print(f"log-log slope of our CPU time, {blocks[0]} -> {blocks[-1]} blocks: {slope:.2f}")
+    print(f"host load average: {os.getloadavg()[0]:.1f} (CPU time, measured under that load)")
+
+
 def main() -> int:
     import tempfile
+
+    if "--depth" in sys.argv:
+        depth([int(a) for a in sys.argv[sys.argv.index("--depth") + 1 :]])
+        return 0
 
     from torchscan_stages import measure_peak_rss
     from torchscan_stages.render.format import iec_bytes

@@ -58,7 +58,8 @@ class Ownership:
         self._optimizers: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
         self._handles: list[Any] = []
         self.in_step = 0
-        self.on_step_end: Callable[[], None] | None = None
+        self.on_step_begin: Callable[[torch.optim.Optimizer], None] | None = None
+        self.on_step_end: Callable[[torch.optim.Optimizer], None] | None = None
         self.name_of: Callable[[torch.nn.Module], str] | None = None
         # storage key -> (category, owner name): remembered when a module registers or runs,
         # so a model the workload drops right after the peak is still classified (its
@@ -86,11 +87,13 @@ class Ownership:
         self._optimizers.add(optimizer)
         self.parallel.note_object(optimizer)
         self.in_step += 1
+        if self.in_step == 1 and self.on_step_begin is not None:
+            self.on_step_begin(optimizer)
 
     def _step_post(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
         self.in_step = max(self.in_step - 1, 0)
         if self.on_step_end is not None:
-            self.on_step_end()
+            self.on_step_end(optimizer)
 
     def __enter__(self) -> Ownership:
         from torch.nn.modules import module as module_hooks

@@ -13,28 +13,18 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from torch._subclasses.fake_tensor import (
-    DataDependentOutputException,
-    DynamicOutputShapeException,
-    FakeTensorMode,
-    UnsupportedOperatorException,
-)
+from torch._subclasses.fake_tensor import FakeTensorMode
 
-from ..provenance import build_provenance
 from ..report import Diagnostic, MetricResult, PredictionReport
+from ..workloads import lazy_output_diagnostic
 from .allocator import AllocatorModel, allocator_model
+from .assemble import METHOD, PHASES, _result, build_report, diagnostics_of, fits
 from .modules import QualifiedModuleStack
-from .ownership import CATEGORIES, Ownership
-from .parallelism import UNMODELLED, unmodelled
+from .ownership import Ownership
+from .parallelism import unmodelled
+from .resident import Residents, TorchGlobals, reach
+from .stops import FAKE_LIMITS, FakeRunStopped, stop_diagnostic
 from .tracker import PeakSnapshot, PeakTracker
-
-METHOD = "fake_tensor_prediction"
-PHASES = ("outside", "forward", "backward", "optimizer_step")
-_FAKE_LIMITS = (
-    UnsupportedOperatorException,
-    DynamicOutputShapeException,
-    DataDependentOutputException,
-)
 
 
 def _unseen_operator(error: Exception) -> str:
@@ -50,14 +40,16 @@ def _run(
     ownership_type: type[Ownership] = Ownership,
 ) -> tuple[PeakTracker, PeakSnapshot, list[Diagnostic]]:
     """Run ``workload`` once under fake tensors; ``tracker_type``/``ownership_type`` let the
-    sharded prediction (predict/sharded.py) follow collectives and DTensor shards."""
+    sharded prediction (predict/sharded.py) follow collectives and DTensor shards. The
+    resident tensors' fake copies are ``tracker.residents``."""
     diagnostics: list[Diagnostic] = []
     modules = QualifiedModuleStack()
     ownership = ownership_type()
-    tracker = tracker_type(allocator, ownership, modules, modules._name)
     fake = FakeTensorMode(allow_non_fake_inputs=True)
+    residents = Residents(fake, allocator)
+    tracker = tracker_type(allocator, ownership, modules, modules._name, residents)
 
-    def settle() -> None:
+    def settle(optimizer: Any) -> None:
         owned = ownership.snapshot(host_step_counters=tracker.host_counters)
         readded = tracker.settle_host_counters(owned)
         if readded:
@@ -71,100 +63,79 @@ def _run(
                 )
             )
 
-    ownership.on_step_end = settle
+    def ended(optimizer: Any) -> None:
+        settle(optimizer)
+        if ownership.in_step == 0:
+            tracker.steady.ended(optimizer, tracker.current)
+
+    def began(optimizer: Any) -> None:
+        if allocator.device_type == "cuda":
+            _follow_cuda_defaults(optimizer, tracker.assumptions)
+        tracker.steady.began(optimizer, tracker.current, tracker.peak)
+
+    ownership.on_step_begin = began
+    ownership.on_step_end = ended
     ownership.name_of = modules._name
-    # the module stack's hooks first, so a module is named before ownership labels it
-    with modules, ownership:
-        try:
-            with fake, tracker, warnings.catch_warnings():
-                # copy.deepcopy of a fake parameter (nn.TransformerEncoder clones its layer)
-                # reads data_ptr(); torch warns, and nothing here depends on that pointer
-                warnings.filterwarnings(
-                    "ignore",
-                    message="Accessing the data pointer of FakeTensor",
-                    category=UserWarning,
-                )
-                workload()
-        except _FAKE_LIMITS as error:
-            operator = _unseen_operator(error)
-            diagnostics.append(
-                Diagnostic(
-                    code="fake_unsupported_operator",
-                    severity="error",
-                    metric="peak",
-                    operator=operator,
-                    message=f"{operator} cannot run on fake tensors ({type(error).__name__}: "
-                    f"{error}); the workload stopped there, so every figure is a lower bound "
-                    "covering the work before it",
-                )
-            )
-        except RuntimeError as error:
-            if "_apply(): Couldn't swap" not in str(error):
-                raise
-            raise RuntimeError(
-                f"predict_peak_memory: the workload converted a module built on fake tensors "
-                f"({error}); torch swaps fake parameters on .to()/.cuda()/.half() and refuses "
-                "here. Build the model in its final dtype and device instead, inside the "
-                "workload: nn.Linear(..., dtype=torch.bfloat16, device=...), or "
-                "`with torch.device('cuda'):` and torch.set_default_dtype(...) around the "
-                "constructor"
-            ) from error
-        snapshot = tracker.finish()
+    saved = TorchGlobals.capture()
+    try:
+        residents.swap(reach(workload))
+        # the module stack's hooks first, so a module is named before ownership labels it
+        with modules, ownership:
+            output = _call(workload, fake, tracker, diagnostics)
+            lazy = lazy_output_diagnostic(output, "peak")
+            del output
+            if lazy is not None:
+                diagnostics.append(lazy)
+            snapshot = tracker.finish()
+    finally:
+        residents.restore()
+        saved.restore()
     return tracker, snapshot, diagnostics
 
 
-def _result(value: int, scope: str, complete: bool) -> MetricResult:
-    if complete:
-        return MetricResult.complete(value, unit="bytes", scope=scope, method=METHOD)
-    return MetricResult.partial(value, unit="bytes", scope=scope, method=METHOD)
+def _follow_cuda_defaults(optimizer: Any, assumptions: list[str]) -> None:
+    """On CUDA, torch's optimizers default to the ``foreach`` path (all parameters' temporaries
+    at once); on CPU fakes they would take the per-tensor one. Only groups left to the default
+    (``foreach=None``, not fused) are set, on the step's own (or fake-copied) group dicts."""
+    for group in optimizer.param_groups:
+        if "foreach" in group and group["foreach"] is None and not group.get("fused"):
+            group["foreach"] = True
+            note = (
+                f"{type(optimizer).__name__}: foreach=True, CUDA's default for an optimizer "
+                "left to choose (the CPU's default is the per-tensor path)"
+            )
+            if note not in assumptions:
+                assumptions.append(note)
 
 
-def _diagnostics_of(tracker: PeakTracker, allocator: AllocatorModel) -> list[Diagnostic]:
-    found: list[Diagnostic] = [
-        Diagnostic(
-            code="untracked_tensor",
-            metric="peak",
-            operator=operator,
-            count=count,
-            message=f"{count} output tensor(s) of {operator} have no readable storage; their "
-            "bytes are not counted, so the peak is a lower bound",
-        )
-        for operator, count in sorted(tracker.untracked.items())
-    ]
-    if tracker.preexisting:
-        found.append(
-            Diagnostic(
-                code="preexisting_tensors",
-                severity="info",
-                metric="preexisting_bytes",
-                message=f"the workload read {tracker.preexisting:,} bytes of tensors it did not "
-                "create (built outside the prediction); they are not in the peak: build the "
-                "model and inputs inside the workload to count them",
+def _call(
+    workload: Callable[[], Any], fake: FakeTensorMode, tracker: PeakTracker, found: list[Diagnostic]
+) -> Any:
+    """``workload()`` under the fake mode and the tracker; a fake-tensor limit is a diagnostic."""
+    try:
+        with fake, tracker, warnings.catch_warnings():
+            # copy.deepcopy of a fake parameter (nn.TransformerEncoder clones its layer)
+            # reads data_ptr(); torch warns, and nothing here depends on that pointer
+            warnings.filterwarnings(
+                "ignore", message="Accessing the data pointer of FakeTensor", category=UserWarning
             )
-        )
-    if tracker.snapshot.master_bytes:
-        found.append(
-            Diagnostic(
-                code="master_weights",
-                severity="info",
-                metric="optimizer_state",
-                message=f"{tracker.snapshot.master_bytes:,} bytes at the peak are tensors the "
-                "optimizer updates that no module owns (master copies of the weights); they "
-                "are counted as optimizer_state and their .grad as gradients",
-            )
-        )
-    if allocator.device_type == "cuda" and not tracker.device_only:
-        found.append(
-            Diagnostic(
-                code="modelled_on_cpu_kernels",
-                severity="info",
-                metric="peak",
-                message="predicted on fake tensors with the CPU's operator decompositions and "
-                "autocast lists; CUDA-only kernel choices (fused attention, cuDNN) and kernel "
-                "workspaces (cuBLAS, cuDNN) are not modelled",
-            )
-        )
-    return found
+            return workload()
+    except FakeRunStopped as stop:
+        found.append(stop_diagnostic(stop))
+    except FAKE_LIMITS as error:  # raised outside any operator (e.g. by a fake tensor method)
+        found.append(stop_diagnostic(FakeRunStopped(_unseen_operator(error), None, None, error)))
+    except RuntimeError as error:
+        if "_apply(): Couldn't swap" not in str(error):
+            raise
+        raise RuntimeError(
+            f"predict_peak_memory: the workload converted a module built on fake tensors "
+            f"({error}); torch swaps fake parameters on .to()/.cuda()/.half() and refuses "
+            "here. Build the model in its final dtype and device instead, inside the "
+            "workload: nn.Linear(..., dtype=torch.bfloat16, device=...), or "
+            "`with torch.device('cuda'):` and torch.set_default_dtype(...) around the "
+            "constructor"
+        ) from error
+    return None
 
 
 def predict_peak_memory(
@@ -193,54 +164,23 @@ def predict_peak_memory(
         raise ValueError(f"capacity_bytes must be a positive int of bytes, got {capacity_bytes!r}")
     allocator = allocator_model(str(device))
     tracker, snapshot, diagnostics = _run(workload, allocator)
-    diagnostics += _diagnostics_of(tracker, allocator)
     diagnostics += unmodelled(
         tracker.ownership.parallel, predictor="predict_peak_memory (one device)"
     )
-    complete = not any(
-        d.severity == "error" or d.code in ("untracked_tensor", UNMODELLED) for d in diagnostics
-    )
-    scope = allocator.scope
-    if tracker.peak == 0 and not complete:
-        peak = MetricResult.unavailable(unit="bytes", scope=scope, method=METHOD)
-    else:
-        peak = _result(tracker.peak, scope, complete)
-    by_category = {
-        category: _result(snapshot.by_category.get(category, 0), scope, complete)
-        for category in CATEGORIES
-    }
-    ranked = sorted(snapshot.by_module.items(), key=lambda item: (-item[1], item[0]))
-    by_module = {module: _result(value, scope, complete) for module, value in ranked}
-    by_phase = {
-        phase: _result(tracker.phase_peaks[phase], scope, complete)
-        for phase in PHASES
-        if phase in tracker.phase_peaks
-    }
-    return PredictionReport(
-        provenance=build_provenance(),
-        name=name,
-        device=str(device),
-        allocator=allocator.description,
-        rounding_bytes=allocator.rounding_bytes,
-        peak=peak,
-        by_category=by_category,
-        by_module=by_module,
-        by_phase=by_phase,
-        phase_at_peak=snapshot.phase,
-        module_at_peak=snapshot.module,
-        preexisting_bytes=MetricResult.complete(
-            tracker.preexisting, unit="bytes", scope="preexisting_tensors", method=METHOD
-        ),
-        capacity_bytes=capacity_bytes,
-        fits=_fits(peak, capacity_bytes),
-        diagnostics=diagnostics,
-    )
+    assert tracker.residents is not None
+    return build_report(
+        tracker, snapshot, diagnostics, tracker.residents, allocator, str(device),
+        capacity_bytes, name,
+    )  # fmt: skip
+
+
+# the single-device pieces predict/sharded.py builds its per-rank report from
+__all__ = ["METHOD", "PHASES", "_diagnostics_of", "_fits", "_result", "_run", "predict_peak_memory"]
+
+
+def _diagnostics_of(tracker: PeakTracker, allocator: AllocatorModel) -> list[Diagnostic]:
+    return diagnostics_of(tracker, allocator)
 
 
 def _fits(peak: MetricResult, capacity: int | None) -> bool | None:
-    """Complete: peak <= capacity. A lower bound decides only when it already exceeds it."""
-    if capacity is None or peak.known_value is None:
-        return None
-    if peak.status == "complete":
-        return peak.known_value <= capacity
-    return False if peak.known_value > capacity else None
+    return fits(peak, 0, capacity)

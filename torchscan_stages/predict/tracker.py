@@ -16,14 +16,19 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ..measure.memory import storage_of
 from .allocator import AllocatorModel
+from .kernels import CORRECTED
 from .modules import in_backward
 from .ownership import Owned, Ownership
+from .resident import Residents
+from .steady import SteadyState
+from .stops import FAKE_LIMITS, FakeRunStopped, user_line
 
 OUTSIDE = "(outside modules)"
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # real tensors of torch's own types
 _LIFTS = frozenset({torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh_copy.default})
 
 
@@ -51,10 +56,16 @@ class PeakTracker(TorchDispatchMode):
     """Live and peak bytes of storages created under it; pushed above a FakeTensorMode."""
 
     def __init__(
-        self, allocator: AllocatorModel, ownership: Ownership, modules: Any, names: Any
+        self,
+        allocator: AllocatorModel,
+        ownership: Ownership,
+        modules: Any,
+        names: Any,
+        residents: Residents | None = None,
     ) -> None:
         super().__init__()
         self.allocator = allocator
+        self.residents = residents
         self.ownership = ownership
         self._modules = modules  # operators.ModuleStack: current() and _names
         self._names = names  # callable: module -> dotted name
@@ -64,6 +75,8 @@ class PeakTracker(TorchDispatchMode):
         self.preexisting = 0
         self.untracked: dict[str, int] = {}
         self.operators_seen = 0
+        self.divergent: dict[str, str] = {}  # operator -> why its fake bytes differ
+        self.meta_outputs = 0  # outputs on the meta device: no bytes on any real device
         self.host_counters = allocator.device_type != "cpu"
         # True once a tensor lives on the predicted device itself (not CPU fakes modelling it)
         self.device_only = allocator.device_type == "cpu"
@@ -75,6 +88,8 @@ class PeakTracker(TorchDispatchMode):
         self._peak_module: str | None = None
         self._grads_at_peak: dict[int, Any] = {}
         self.snapshot = PeakSnapshot()
+        self.steady = SteadyState()
+        self.assumptions: list[str] = []  # device semantics the prediction took
 
     # ------------------------------------------------------------------ phase and owner
     def _phase(self) -> str:
@@ -95,6 +110,7 @@ class PeakTracker(TorchDispatchMode):
         self.ownership.labels.pop(key, None)
         self._provisional_host.discard(key)
         self.current -= entry.nbytes
+        self.steady.moved(key, -entry.nbytes, self.current)
 
     def _note_input(self, tensor: torch.Tensor) -> None:
         storage = storage_of(tensor)
@@ -103,6 +119,8 @@ class PeakTracker(TorchDispatchMode):
         key = id(storage)
         entry = self._live.get(key)
         if entry is not None and entry.ref() is storage:
+            return
+        if self.residents is not None and key in self.residents.storages:
             return
         before = self._seen_before.get(key)
         if before is not None and before() is storage:
@@ -126,8 +144,11 @@ class PeakTracker(TorchDispatchMode):
             self.untracked[operator] = self.untracked.get(operator, 0) + 1
             return
         if tensor.device.type == "meta":
+            self.meta_outputs += 1
             return
         key = id(storage)
+        if self.residents is not None and key in self.residents.storages:
+            return  # a resident tensor written in place (or a view of it): not a new allocation
         device_type = tensor.device.type
         if device_type == self.allocator.device_type and not self.device_only:
             self._only_device_from_now()
@@ -140,6 +161,7 @@ class PeakTracker(TorchDispatchMode):
             if nbytes < entry.nbytes and self._pending:
                 self._classify()
             self.current += nbytes - entry.nbytes  # resized in place
+            self.steady.moved(key, nbytes - entry.nbytes, self.current)
             entry.nbytes = nbytes
         else:
             before = self._seen_before.get(key)
@@ -151,6 +173,7 @@ class PeakTracker(TorchDispatchMode):
             reference: weakref.ref[Any] = weakref.ref(storage, functools.partial(self._freed, key))
             self._live[key] = _Entry(reference, nbytes, phase, self._modules.current())
             self.current += nbytes
+            self.steady.moved(key, nbytes, self.current)
         if self.current > self.phase_peaks.get(phase, -1):
             self.phase_peaks[phase] = self.current
         if self.current > self.peak:
@@ -193,6 +216,7 @@ class PeakTracker(TorchDispatchMode):
             storage = entry.ref()
             entry.nbytes = self.allocator.rounded(storage.nbytes()) if storage is not None else 0
             self.current += entry.nbytes
+            self.steady.moved(key, entry.nbytes, self.current)
             readded.append(entry.nbytes)
             if self.current > self.peak:
                 self.peak, self._pending = self.current, True
@@ -206,14 +230,31 @@ class PeakTracker(TorchDispatchMode):
         self.ownership.parallel.note(func, types)
         phase = self._phase()
         if func not in _LIFTS:  # a literal (torch.tensor(0.0)) made real, then lifted to fake
-            for item in tree_flatten((args, kwargs))[0]:
+            flat, spec = tree_flatten((args, kwargs))
+            if self.residents is not None and any(type(item) in _PLAIN for item in flat):
+                # real tensors never reach the fake mode: it runs number-taking operators
+                # with no fake argument for real, which would change the user's tensors
+                flat = [self.residents.convert(item) for item in flat]
+                args, kwargs = tree_unflatten(flat, spec)
+            for item in flat:
                 if isinstance(item, torch.Tensor):
                     self._note_input(item)
-        out = func(*args, **kwargs)
+        correction = CORRECTED.get(func)
+        try:
+            if correction is None:
+                out = func(*args, **kwargs)
+            else:
+                out = correction(func, args, kwargs, self._uncorrected)
+        except (*FAKE_LIMITS, RuntimeError, NotImplementedError) as error:
+            # the fake kernel refused: where (module path, user line) and why
+            raise FakeRunStopped(str(func), self._modules.current(), user_line(), error) from error
         for item in tree_flatten(out)[0]:
             if isinstance(item, torch.Tensor):
                 self._note_output(item, str(func), phase)
         return out
+
+    def _uncorrected(self, operator: str, message: str) -> None:
+        self.divergent.setdefault(operator, message)
 
     # -------------------------------------------------------------------- classification
     def _classify(self, grads: dict[int, Any] | None = None) -> None:

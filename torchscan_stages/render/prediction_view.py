@@ -75,6 +75,17 @@ def prediction_view(report: PredictionReport) -> PredictionView:
     peak = report.peak
     reason = None if peak.status == "complete" else reason_for(report.diagnostics, "peak")
     cards = [TotalView("Predicted peak", metric_cell(peak, reason=reason), peak.status, reason)]
+    for label, extra in (
+        ("First step (fresh optimizer)", report.first_step_peak),
+        ("Steady state (optimizer state exists)", report.steady_state_peak),
+        ("Resident before the step", report.resident_bytes),
+    ):
+        if (
+            extra is not None
+            and extra != peak
+            and (extra.known_value or extra.status != "complete")
+        ):
+            cards.append(TotalView(label, metric_cell(extra), extra.status, None))
     if report.capacity_bytes is None:
         fits, capacity = "no_capacity", "no capacity given"
     else:
@@ -107,9 +118,15 @@ def prediction_view(report: PredictionReport) -> PredictionView:
     if report.world_size is not None:
         settings.insert(0, ("sharding", f"{report.sharding or 'none'}: rank {report.rank} "
                             f"of a fake world of {report.world_size}"))  # fmt: skip
-    if report.preexisting_bytes is not None and report.preexisting_bytes.known_value:
-        settings.append(("read but not created (not in the peak)", metric_cell(
-            report.preexisting_bytes).text))  # fmt: skip
+    settings.append(
+        ("headline (decides fits, with resident bytes)", report.headline.replace("_", " "))
+    )
+    settings += [
+        (f"resident {name.replace('_', ' ')} (not in the peak)", metric_cell(result).text)
+        for name, result in report.resident_by_category.items()
+        if result.known_value
+    ]
+    settings += [("assumption", note) for note in report.assumptions]
     curve, curve_chart = _curve(report)
     return PredictionView(
         curve=curve,

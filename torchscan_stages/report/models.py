@@ -442,7 +442,15 @@ class PredictionReport(_Report):
     by_phase: dict[str, MetricResult] = Field(default_factory=dict)
     phase_at_peak: str | None = None
     module_at_peak: str | None = None
-    preexisting_bytes: MetricResult | None = None
+    preexisting_bytes: MetricResult | None = None  # == resident_bytes (older name)
+    # tensors that existed before the step (built outside it), counted once, beside ``peak``
+    resident_bytes: MetricResult | None = None
+    resident_by_category: dict[str, MetricResult] = Field(default_factory=dict)
+    # training steps: a fresh optimizer's first step and a step whose state already exists
+    first_step_peak: MetricResult | None = None
+    steady_state_peak: MetricResult | None = None
+    headline: Literal["peak", "steady_state_peak"] = "peak"
+    assumptions: list[str] = Field(default_factory=list)
     capacity_bytes: int | None = None
     fits: bool | None = None
     ran_without_data: bool = True

@@ -1,0 +1,87 @@
+"""Fake kernels that allocate differently from the real ones, corrected and tested real."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from torchscan_stages.measure.memory import measure_peak_memory
+from torchscan_stages.predict import predict_peak_memory
+from torchscan_stages.predict.kernels import rnn_workspace_bytes
+
+
+def _measured(workload: Callable[[], Any]) -> int:
+    return int(measure_peak_memory(workload).memory.results[0].value)  # type: ignore[union-attr]
+
+
+def _rnn_step(cls: type[nn.Module]) -> Callable[[], None]:
+    def step() -> None:
+        model = cls(32, 64, num_layers=2, batch_first=True)
+        x = torch.randn(16, 50, 32)
+        model(x)[0].pow(2).mean().backward()  # type: ignore[operator]
+
+    return step
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU], ids=["lstm", "gru"])
+def test_rnn_training_step_matches_the_measured_peak(cls: type[nn.Module]) -> None:
+    step = _rnn_step(cls)
+    predicted = predict_peak_memory(step, device="cpu")
+    measured = _measured(step)
+    assert predicted.peak.status == "complete"
+    # stated tolerance: 5 % (the issue's bar). Measured on torch 2.13: both 8,032,264 B for
+    # the LSTM (without the workspace correction the prediction was 1,699,848 B, 0.21x) and
+    # 4,475,912 B for the GRU (its CPU path has no oneDNN workspace)
+    assert abs(predicted.peak.value - measured) <= 0.05 * measured  # type: ignore[operator]
+
+
+def test_the_lstm_workspace_is_the_real_kernels() -> None:
+    """oneDNN keeps a workspace per layer for backward; the fake kernel returns 0 bytes."""
+    x, h = torch.zeros(10, 4, 32), torch.zeros(4, 64)
+    weights = (torch.zeros(256, 32), torch.zeros(256, 64), torch.zeros(256), torch.zeros(256))
+    args = (x, *weights, h, h, False, [], 2, 64, 1, True, False, False, True)
+    real = torch.ops.aten.mkldnn_rnn_layer.default(*args)[3]
+    assert real.numel() > 0  # 180,224 bytes with torch 2.13's oneDNN
+    assert rnn_workspace_bytes(args) == real.untyped_storage().nbytes()
+
+
+def test_fp32_grouped_mm_predicts_instead_of_raising() -> None:
+    """torch 2.13's meta kernel of _grouped_mm accepts only bf16; the CPU runs fp32."""
+
+    def step() -> None:
+        experts = nn.Parameter(torch.randn(3, 16, 8))  # 3 experts, 16 -> 8
+        tokens = torch.randn(12, 16)
+        offsets = torch.tensor([4, 8, 12], dtype=torch.int32)
+        torch._grouped_mm(tokens, experts, offsets).pow(2).sum().backward()
+
+    predicted = predict_peak_memory(step, device="cpu")
+    assert predicted.peak.status == "complete"
+    measured = _measured(step)
+    # parameters 3*16*8*4 = 1536, tokens 768, output 12*8*4 = 384, gradient 1536, ...
+    assert abs(predicted.peak.value - measured) <= 0.05 * measured  # type: ignore[operator]
+
+
+def _adamw_step(foreach: bool | None) -> Callable[[], None]:
+    def step() -> None:
+        model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64))
+        optimizer = torch.optim.AdamW(model.parameters(), foreach=foreach)
+        model(torch.randn(8, 64)).pow(2).mean().backward()
+        optimizer.step()
+
+    return step
+
+
+def test_cuda_predictions_follow_the_foreach_default() -> None:
+    """On CUDA AdamW left to choose takes ``foreach``; on the CPU the per-tensor path."""
+    default = predict_peak_memory(_adamw_step(None), device="cuda")
+    assert default.peak.value == predict_peak_memory(_adamw_step(True), device="cuda").peak.value
+    per_tensor = predict_peak_memory(_adamw_step(False), device="cuda")
+    assert default.peak.value > per_tensor.peak.value  # type: ignore[operator]
+    assert any("foreach=True" in note for note in default.assumptions)
+    cpu = predict_peak_memory(_adamw_step(None), device="cpu")
+    assert cpu.peak.value == predict_peak_memory(_adamw_step(False), device="cpu").peak.value
+    assert cpu.assumptions == []

@@ -1,0 +1,221 @@
+"""The PredictionReport of one fake run: results, resident bytes, steady state, diagnostics."""
+
+from __future__ import annotations
+
+from ..provenance import build_provenance
+from ..report import Diagnostic, MetricResult, PredictionReport
+from .allocator import AllocatorModel
+from .ownership import CATEGORIES
+from .parallelism import UNMODELLED
+from .resident import RESIDENT_CATEGORIES, Residents
+from .tracker import PeakSnapshot, PeakTracker
+
+METHOD = "fake_tensor_prediction"
+PHASES = ("outside", "forward", "backward", "optimizer_step")
+
+
+def _result(value: int, scope: str, complete: bool) -> MetricResult:
+    if complete:
+        return MetricResult.complete(value, unit="bytes", scope=scope, method=METHOD)
+    return MetricResult.partial(value, unit="bytes", scope=scope, method=METHOD)
+
+
+def _work_diagnostics(tracker: PeakTracker) -> list[Diagnostic]:
+    """A workload that ran no operator, or only on ``meta``, predicts nothing: an error."""
+    if tracker.operators_seen == 0:
+        return [
+            Diagnostic(
+                code="no_operators",
+                severity="error",
+                metric="peak",
+                message="the workload ran no tensor operator, so there is no step to predict; "
+                "a workload must run its work when called (not return a function, generator "
+                "or coroutine that would run it later)",
+            )
+        ]
+    if tracker.peak == 0 and tracker.meta_outputs:
+        return [
+            Diagnostic(
+                code="ran_on_meta",
+                severity="error",
+                metric="peak",
+                count=tracker.meta_outputs,
+                message=f"all {tracker.meta_outputs} tensor(s) the workload made were on the "
+                "'meta' device (torch.set_default_device('meta') or device='meta'?), which "
+                "holds no memory; build the step for the device it will run on (the "
+                "prediction needs no memory for it: it runs on fake tensors)",
+            )
+        ]
+    return []
+
+
+def diagnostics_of(tracker: PeakTracker, allocator: AllocatorModel) -> list[Diagnostic]:
+    found: list[Diagnostic] = [
+        Diagnostic(
+            code="untracked_tensor",
+            metric="peak",
+            operator=operator,
+            count=count,
+            message=f"{count} output tensor(s) of {operator} have no readable storage; their "
+            "bytes are not counted, so the peak is a lower bound",
+        )
+        for operator, count in sorted(tracker.untracked.items())
+    ]
+    found += _work_diagnostics(tracker)
+    found += [
+        Diagnostic(
+            code="fake_kernel_divergence",
+            metric="peak",
+            operator=operator,
+            message=message,
+        )
+        for operator, message in sorted(tracker.divergent.items())
+    ]
+    if tracker.snapshot.master_bytes:
+        found.append(
+            Diagnostic(
+                code="master_weights",
+                severity="info",
+                metric="optimizer_state",
+                message=f"{tracker.snapshot.master_bytes:,} bytes at the peak are tensors the "
+                "optimizer updates that no module owns (master copies of the weights); they "
+                "are counted as optimizer_state and their .grad as gradients",
+            )
+        )
+    if tracker.steady.extra_fresh_steps:
+        found.append(
+            Diagnostic(
+                code="steady_state_one_optimizer",
+                metric="steady_state_peak",
+                count=tracker.steady.extra_fresh_steps,
+                message="more than one fresh optimizer stepped; the steady-state peak adds the "
+                "state of the first one only, so it is a lower bound",
+            )
+        )
+    if allocator.device_type == "cuda" and not tracker.device_only:
+        found.append(
+            Diagnostic(
+                code="modelled_on_cpu_kernels",
+                severity="info",
+                metric="peak",
+                message="predicted on fake tensors with the CPU's operator decompositions and "
+                "autocast lists; CUDA-only kernel choices (fused attention, cuDNN) and kernel "
+                "workspaces (cuBLAS, cuDNN) are not modelled",
+            )
+        )
+    return found
+
+
+def _resident(
+    tracker: PeakTracker, residents: Residents, found: list[Diagnostic]
+) -> tuple[MetricResult, dict[str, MetricResult]]:
+    parts = residents.by_category()
+    parts["inputs"] += tracker.preexisting  # read but made outside the tracker (rare)
+    total = sum(parts.values())
+    scope = "predicted_resident_" + tracker.allocator.scope.removeprefix("predicted_")
+    if total:
+        found.append(
+            Diagnostic(
+                code="resident_tensors",
+                severity="info",
+                metric="resident_bytes",
+                message=f"{total:,} bytes of tensors existed before the step (parameters, "
+                "buffers, optimizer state or inputs built outside it); the step saw fake "
+                "copies of them and left them unchanged. They are resident_bytes, beside the "
+                "step's peak: the step needs resident_bytes + its peak",
+            )
+        )
+    by_category = {
+        name: MetricResult.complete(value, unit="bytes", scope=scope, method=METHOD)
+        for name, value in parts.items()
+    }
+    return MetricResult.complete(total, unit="bytes", scope=scope, method=METHOD), by_category
+
+
+def _steady(
+    tracker: PeakTracker, peak: MetricResult, scope: str, complete: bool
+) -> tuple[MetricResult | None, MetricResult | None, str]:
+    """(first step, steady state, headline): steady state is the headline of a training step."""
+    derived = tracker.steady.peak()
+    if derived is not None:
+        steady_complete = complete and not tracker.steady.extra_fresh_steps
+        return peak, _result(derived, scope, steady_complete), "steady_state_peak"
+    if tracker.steady.resident_state:  # the run is a steady-state step already
+        first = MetricResult.unavailable(unit="bytes", scope=scope, method=METHOD)
+        return first, peak, "steady_state_peak"
+    return None, None, "peak"
+
+
+def build_report(
+    tracker: PeakTracker,
+    snapshot: PeakSnapshot,
+    diagnostics: list[Diagnostic],
+    residents: Residents,
+    allocator: AllocatorModel,
+    device: str,
+    capacity_bytes: int | None,
+    name: str | None,
+) -> PredictionReport:
+    """Every figure of one fake run, with the diagnostics that qualify it."""
+    diagnostics = diagnostics + diagnostics_of(tracker, allocator)
+    partial_codes = ("untracked_tensor", "fake_kernel_divergence", UNMODELLED)
+    complete = not any(d.severity == "error" or d.code in partial_codes for d in diagnostics)
+    scope = allocator.scope
+    if tracker.peak == 0 and not complete:
+        peak = MetricResult.unavailable(unit="bytes", scope=scope, method=METHOD)
+    else:
+        peak = _result(tracker.peak, scope, complete)
+    ranked = sorted(snapshot.by_module.items(), key=lambda item: (-item[1], item[0]))
+    resident, resident_parts = _resident(tracker, residents, diagnostics)
+    first, steady, headline = _steady(tracker, peak, scope, complete)
+    headline_result = steady if headline == "steady_state_peak" and steady else peak
+    return PredictionReport(
+        provenance=build_provenance(),
+        name=name,
+        device=device,
+        allocator=allocator.description,
+        rounding_bytes=allocator.rounding_bytes,
+        peak=peak,
+        by_category={
+            c: _result(snapshot.by_category.get(c, 0), scope, complete) for c in CATEGORIES
+        },
+        by_module={module: _result(value, scope, complete) for module, value in ranked},
+        by_phase={
+            phase: _result(tracker.phase_peaks[phase], scope, complete)
+            for phase in PHASES
+            if phase in tracker.phase_peaks
+        },
+        phase_at_peak=snapshot.phase,
+        module_at_peak=snapshot.module,
+        preexisting_bytes=resident,
+        resident_bytes=resident,
+        resident_by_category=resident_parts,
+        first_step_peak=first,
+        steady_state_peak=steady,
+        headline=headline,
+        assumptions=list(tracker.assumptions),
+        capacity_bytes=capacity_bytes,
+        fits=fits(headline_result, int(resident.known_value or 0), capacity_bytes),
+        diagnostics=diagnostics,
+    )
+
+
+def fits(peak: MetricResult, resident: int, capacity: int | None) -> bool | None:
+    """Complete: resident + peak <= capacity. A lower bound decides only when it exceeds it."""
+    if capacity is None or peak.known_value is None:
+        return None
+    need = resident + peak.known_value
+    if peak.status == "complete":
+        return need <= capacity
+    return False if need > capacity else None
+
+
+__all__ = [
+    "METHOD",
+    "PHASES",
+    "RESIDENT_CATEGORIES",
+    "_result",
+    "build_report",
+    "diagnostics_of",
+    "fits",
+]

@@ -1,0 +1,93 @@
+"""Operators whose fake kernel allocates differently from the real one, and their corrections.
+
+Found by ``benchmarks/audit_fake_kernels.py`` (real vs fake, small shapes; its table is in
+docs/prediction.md):
+
+* ``aten.mkldnn_rnn_layer`` (``nn.LSTM`` training on the CPU, oneDNN): the meta kernel
+  returns a 0-byte workspace; the real one returns oneDNN's workspace, which autograd keeps
+  until backward. Its size is oneDNN's (page-aligned parts), so it is read from the real
+  kernel once per shape, run on zeros outside the fake mode (memoised); above
+  ``PROBE_LIMIT`` input elements it is not probed and the result is partial.
+* ``aten._grouped_mm`` (Mixture-of-Experts in transformers 5): the meta kernel accepts only
+  bf16 in torch 2.13, though the CPU kernel runs fp32; the output's shape does not depend on
+  the dtype, so the meta kernel is asked in bf16 and the output made in the real dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+PROBE_LIMIT = 1 << 24  # input + weight elements of one probed RNN layer (64 MiB of fp32)
+_aten = torch.ops.aten
+_workspaces: dict[tuple[Any, ...], int] = {}
+
+
+def _real_zeros(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return torch.zeros(value.shape, dtype=value.dtype)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_real_zeros(v) for v in value)
+    return value
+
+
+def _signature(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(
+        (tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else repr(a) for a in args
+    )
+
+
+def rnn_workspace_bytes(args: tuple[Any, ...]) -> int | None:
+    """oneDNN's workspace bytes for one ``mkldnn_rnn_layer`` call, or None if too big to probe."""
+    key = _signature(args)
+    if key in _workspaces:
+        return _workspaces[key]
+    elements = sum(a.numel() for a in args[:5] if isinstance(a, torch.Tensor))
+    if elements > PROBE_LIMIT:
+        return None
+    with unset_fake_temporarily():  # grad mode kept: under no_grad oneDNN keeps no workspace
+        out = _aten.mkldnn_rnn_layer.default(*_real_zeros(args))
+    nbytes = out[3].untyped_storage().nbytes() if out[3] is not None else 0
+    _workspaces[key] = nbytes
+    return nbytes
+
+
+Note = Callable[[str, str], None]  # (operator, message): a divergence left uncorrected
+
+
+def _rnn_layer(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], note: Note) -> Any:
+    out = func(*args, **kwargs)
+    train = args[15] if len(args) > 15 else kwargs.get("train", False)
+    if not train or out[3] is None or out[3].numel() != 0:
+        return out
+    nbytes = rnn_workspace_bytes(args)
+    if nbytes is None:
+        note(
+            str(func),
+            f"oneDNN's RNN workspace of a layer with more than {PROBE_LIMIT:,} input elements "
+            "is not probed; the fake kernel counts it as 0 bytes, so the peak is a lower bound",
+        )
+        return out
+    workspace = torch.empty(nbytes, dtype=torch.uint8, device=out[0].device)
+    return (out[0], out[1], out[2], workspace)
+
+
+def _grouped_mm(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], note: Note) -> Any:
+    a, b = args[0], args[1]
+    if a.dtype == b.dtype == torch.bfloat16:
+        return func(*args, **kwargs)
+    rest = [x.to(torch.bfloat16) if isinstance(x, torch.Tensor) and x.is_floating_point()
+            else x for x in args[2:]]  # fmt: skip
+    options = dict(kwargs)
+    out_dtype = options.pop("out_dtype", None) or (args[4] if len(args) > 4 else None)
+    shaped = func(a.to(torch.bfloat16), b.to(torch.bfloat16), *rest[:2], **options)
+    return torch.empty(shaped.shape, dtype=out_dtype or a.dtype, device=a.device)
+
+
+CORRECTED: dict[Any, Callable[[Any, tuple[Any, ...], dict[str, Any], Note], Any]] = {
+    _aten.mkldnn_rnn_layer.default: _rnn_layer,
+    _aten._grouped_mm.default: _grouped_mm,
+}

@@ -1,0 +1,78 @@
+"""Where and why a fake run stopped, and what the user can do about it.
+
+An operator the fake mode cannot run (its output depends on tensor values, or it has no
+usable fake kernel) ends the prediction: what ran before it is a lower bound. The stop is
+raised as :class:`FakeRunStopped`, which names the operator, the innermost module running
+(its full dotted path) and the first source line outside torch and this package.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    UnsupportedOperatorException,
+)
+
+from ..report import Diagnostic
+
+DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException)
+FAKE_LIMITS = (UnsupportedOperatorException, *DATA_DEPENDENT)
+_TORCH = str(Path(sys.modules["torch"].__file__ or "torch").parent)
+_PACKAGE = str(Path(__file__).resolve().parents[1])
+
+
+class FakeRunStopped(Exception):
+    """An operator ended the fake run; carries what the diagnostic needs."""
+
+    def __init__(self, operator: str, module: str | None, line: str | None, error: Exception):
+        super().__init__(f"{operator} stopped the fake run: {error}")
+        self.operator, self.module, self.line, self.error = operator, module, line, error
+
+
+def user_line() -> str | None:
+    """``file:line`` of the innermost frame that is neither torch's nor this package's."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith((_TORCH, _PACKAGE)) and not name.startswith("<"):
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _advice(error: Exception) -> str:
+    if isinstance(error, DATA_DEPENDENT):
+        return (
+            "its result depends on tensor values, which fake tensors do not have. Build the "
+            "model (and anything computed from data, e.g. .tolist() in a constructor) "
+            "outside the step and close over it: tensors that exist before the step are "
+            "read for real; pass data-dependent sizes in as Python ints; or, for routing "
+            "whose sizes are bounded by shapes (top-k experts: at most tokens x k rows), "
+            "predict a step that uses that bound explicitly"
+        )
+    return (
+        "it has no usable fake (meta) kernel in this torch version; the prediction cannot "
+        "see past it. If the real run accepts these inputs, report the operator; a "
+        "shape error here would also stop the real run"
+    )
+
+
+def stop_diagnostic(stop: FakeRunStopped) -> Diagnostic:
+    """The error diagnostic of a stopped run: operator, module path, source line, advice."""
+    where = f" in {stop.module}" if stop.module else " outside any module"
+    if stop.line:
+        where += f" at {stop.line}"
+    return Diagnostic(
+        code="fake_unsupported_operator",
+        severity="error",
+        metric="peak",
+        operator=stop.operator,
+        path=stop.module,
+        message=f"{stop.operator} stopped the fake run{where} ({type(stop.error).__name__}: "
+        f"{stop.error}): {_advice(stop.error)}. Every figure is a lower bound covering the "
+        "work before it",
+    )
