@@ -48,6 +48,7 @@ test-e2e: $(TEST_STAMP)
 lint: $(TEST_STAMP)
 	$(BEAT) "ruff" sh -c '$(PY) -m ruff check torchscan_stages tests benchmarks && \
 	$(PY) -m ruff format --check torchscan_stages tests benchmarks'
+	$(PY) .ci/check_syntax
 
 # mypy keeps its cache in .mypy_cache (git-ignored): a rerun checks only what changed.
 types: $(TEST_STAMP)

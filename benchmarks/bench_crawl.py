@@ -14,7 +14,9 @@ CPU time and for wall time. The bars (issue 18), judged on the CPU-time median:
 * DeepSeek-V3-shaped MoE on ``meta`` (46,848 Linear calls): a full crawl in a fresh child
   process within 30 s and 2 GiB peak RSS (the child's own ``VmHWM``).
 
-``--attribution`` also times the per-layer operator FLOPs step (``layer_records.operator_flops``)
+``--scaffolding`` times each speed shortcut against the plain path behind it instead
+(benchmarks/scaffolding.py). ``--attribution`` also times the per-layer operator FLOPs step
+(``layer_records.operator_flops``)
 inside full crawls of the CNN and GPT-2 (bar: at most 1.05x, issue 14). ``--quick`` runs fewer
 rounds; ``--doc docs/benchmarks.md`` writes the ``bench_crawl`` block
 there (atomically, between its markers); ``--markdown`` prints it.
@@ -253,6 +255,9 @@ def main() -> None:
     parser.add_argument("--attribution", action="store_true", help="per-layer FLOPs step")
     parser.add_argument("--moe-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
+        "--scaffolding", action="store_true", help="A/B each speed shortcut (scaffolding.py)"
+    )
+    parser.add_argument(
         "--only",
         nargs="+",
         default=None,
@@ -266,6 +271,14 @@ def main() -> None:
     if options.doc is not None and options.only is not None:
         parser.error("--doc records every model: drop --only")
     torch.set_num_threads(1)
+    if options.scaffolding:
+        from scaffolding import run  # benchmarks/scaffolding.py
+
+        chosen = [
+            m for m in _models(options.quick) if options.only in (None, []) or m[0] in options.only
+        ]
+        print("\n".join(run(chosen)))
+        return
     if options.attribution:
         _attribution(3 if options.quick else 7)
     lines = [

@@ -485,6 +485,7 @@ CONFIG: list[Case] = [
     ),
 ]
 
+
 def _hf(name: str, **kwargs: Any) -> Any:
     from torchscan_stages.integrations import hf_models
 

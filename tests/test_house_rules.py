@@ -31,6 +31,18 @@ def test_no_function_in_the_package_is_longer_than_80_lines() -> None:
     assert not long, "split these at their natural seams:\n" + "\n".join(long)
 
 
+MAX_MODULE_LINES = 700
+
+
+def test_no_module_in_the_package_is_longer_than_700_lines() -> None:
+    long = [
+        f"{path.relative_to(PACKAGE.parent)} {lines}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    assert not long, "split these at the seams of their jobs:\n" + "\n".join(long)
+
+
 def _assigned_names(tree: ast.Module) -> list[str]:
     """Names bound at a module's top level by ``NAME = ...`` or ``NAME: T = ...``."""
     names = []
@@ -60,3 +72,30 @@ def test_resolve_device_is_defined_once() -> None:
         and node.name == "resolve_device"
     ]
     assert [d.split(":")[0] for d in definitions] == ["torchscan_stages/devices.py"]
+
+
+def _function_definitions(name: str) -> list[str]:
+    return [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
+    ]
+
+
+def test_each_shared_helper_is_defined_once() -> None:
+    """One concept, one helper (issue 28 item 8): the others were folded into these."""
+    homes = {
+        "first_tensor": "torchscan_stages/analysis/call_values.py",
+        "arg": "torchscan_stages/analysis/call_values.py",
+        "tensor_sums": "torchscan_stages/analysis/call_values.py",
+        "report_of_kind": "torchscan_stages/report/load.py",
+        "formula": "torchscan_stages/analysis/operator_formulas/_registry.py",
+        "register_formula": "torchscan_stages/analysis/operator_formulas/_registry.py",
+    }
+    found = {name: [d.split(":")[0] for d in _function_definitions(name)] for name in homes}
+    assert found == {name: [home] for name, home in homes.items()}
+    # folded in: the parameter sums left in _common (param_numel, subtree_param_numel) are
+    # one-line projections of tensor_sums, for the formula families that call them
+    gone = ("_first_tensor", "_first_shallow_tensor", "_tensor_sums")
+    assert [d for name in gone for d in _function_definitions(name)] == []

@@ -29,7 +29,7 @@ GROUND = frozenset(
         "_version",
     }
 )
-FACE = frozenset({"__init__", "__main__", "commands", "pipeline", "stages", "history"})
+FACE = frozenset({"__init__", "__main__", "face", "commands", "pipeline", "stages", "history"})
 # top-level part -> the other top-level parts it may import (ground parts may import each other)
 ALLOWED: dict[str, frozenset[str]] = {
     **{part: GROUND for part in GROUND},
@@ -48,15 +48,6 @@ ALLOWED: dict[str, frozenset[str]] = {
 # meets a transformers class (the model's owner has already imported transformers)
 PLUGIN_LOADS = frozenset(
     {("torchscan_stages.analysis.hf_registration", "torchscan_stages.integrations.hf_handlers")}
-)
-# printing inside summary() and measure_workload (issue 28 step 7, not yet moved to the face):
-# listed by name so the list can only shrink (a test fails once one of them is gone)
-KNOWN_VIOLATIONS = frozenset(
-    {
-        ("torchscan_stages.analysis.summary", "torchscan_stages.render.text"),
-        ("torchscan_stages.measure.workload", "torchscan_stages.render.text"),
-        ("torchscan_stages.measure.workload", "torchscan_stages.analysis.operators"),
-    }
 )
 
 
@@ -232,12 +223,7 @@ def circles(edges: list[Edge]) -> list[list[str]]:
 
 def test_no_forbidden_arrow_between_layers() -> None:
     bad = arrow_violations(import_edges(read_package()))
-    assert sorted(bad - KNOWN_VIOLATIONS) == []
-
-
-def test_the_known_violations_still_exist_so_the_list_only_shrinks() -> None:
-    bad = arrow_violations(import_edges(read_package()))
-    assert sorted(KNOWN_VIOLATIONS - bad) == []  # fixed? remove it from KNOWN_VIOLATIONS
+    assert sorted(bad) == []
 
 
 def test_no_import_circle() -> None:
@@ -270,7 +256,7 @@ def test_the_checker_fails_on_planted_imports() -> None:
         f"{ROOT}.compare.planted": "import torchscan_stages.integrations.hf_models\n",
     }
     edges = import_edges(planted)
-    bad = arrow_violations(edges) - KNOWN_VIOLATIONS
+    bad = arrow_violations(edges)
     assert bad == {
         (f"{ROOT}.analysis.planted", f"{ROOT}.render.text"),
         (f"{ROOT}.stats", f"{ROOT}.pipeline.runner"),

@@ -169,6 +169,14 @@ def test_trusted_construct_equals_model_construct() -> None:
     partial = dict(stats)
     del partial["shared_parameters"]
     assert trusted_construct(ParameterStats, partial).shared_parameters == 0
+    # in_order: the caller's complete, ordered dict becomes the state; the fields-set is the
+    # class's one shared set, equal to what model_construct records
+    state = dict(stats)
+    direct = trusted_construct(ParameterStats, state, in_order=True)
+    assert direct == slow and direct.model_fields_set == slow.model_fields_set
+    assert direct.__dict__ is state
+    other = trusted_construct(ParameterStats, dict(stats), in_order=True)
+    assert other.model_fields_set is direct.model_fields_set
 
 
 # ------------------------------------------------------- impossible numbers (issue 13, 7)

@@ -15,16 +15,15 @@ if TYPE_CHECKING:
     from .analysis.crawl import crawl_module
     from .analysis.handlers import ModuleHandler
     from .analysis.operators import measure_flops
-    from .analysis.summary import summary
     from .compare.benchmarks import compare_benchmarks
     from .compare.deltas import Judge
     from .compare.reports import compare_reports
+    from .face import measure_workload, summary
     from .measure.latency import measure_latency
     from .measure.latency_options import LatencyOptions
     from .measure.memory import measure_peak_memory
     from .measure.profile import profile_workload
     from .measure.rss import measure_peak_rss
-    from .measure.workload import measure_workload
     from .predict import predict_peak_memory
     from .predict.capacity import BatchSearch, max_batch_size
     from .predict.sharded import predict_sharded_peak_memory
@@ -44,14 +43,14 @@ if TYPE_CHECKING:
 
 _PUBLIC: dict[str, str] = {
     "crawl_module": ".analysis.crawl",
-    "summary": ".analysis.summary",
+    "summary": ".face",
     "ModuleHandler": ".analysis.handlers",
     "measure_flops": ".analysis.operators",
     "measure_peak_memory": ".measure.memory",
     "measure_latency": ".measure.latency",
     "measure_peak_rss": ".measure.rss",
     "profile_workload": ".measure.profile",
-    "measure_workload": ".measure.workload",
+    "measure_workload": ".face",
     "predict_peak_memory": ".predict",
     "predict_sharded_peak_memory": ".predict.sharded",
     "max_batch_size": ".predict.capacity",

@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from torchscan_stages.analysis.crawl import crawl_module
-from torchscan_stages.analysis.summary import summary
 from torchscan_stages.commands.summary import main
+from torchscan_stages.face import summary
 from torchscan_stages.render.text import compact_metric
 from torchscan_stages.report import IncompleteAnalysisError, MetricResult, load_report
 

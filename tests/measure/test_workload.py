@@ -10,7 +10,8 @@ import pytest
 import torch
 from simulated_clock import SimulatedClock
 
-from torchscan_stages.measure.workload import format_summary, measure_workload
+from torchscan_stages.face import measure_workload
+from torchscan_stages.render.text import benchmark_summary
 from torchscan_stages.report import BenchmarkReport, load_report
 
 FAST = {"warmup": 0.0, "min_run_time": 0.02, "max_run_time": 0.1}
@@ -106,7 +107,7 @@ def test_partial_and_unavailable_markers_are_visible() -> None:
         file=io.StringIO(),
         progress=False,
     )
-    text = format_summary(report)
+    text = benchmark_summary(report)
     assert "[>= partial]" in text and "child_exit_nonzero" in text
     empty = BenchmarkReport.model_validate_json(report.model_dump_json())
     assert empty.rss is not None and empty.rss.peak.status == "partial"
@@ -182,3 +183,17 @@ def test_latency_options_object_and_printout_in_human_units(sim_clock: Simulated
     # 2 ms per call; throughput 1 sample / 2 ms = 500 samples/s
     assert "2.00 ms" in text and "500 samples/s" in text
     assert "0.002 s" not in text
+
+
+def test_run_passes_never_prints_and_needs_the_counter_for_flops(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Below the face the passes return the report only; the FLOP pass needs its counter."""
+    from torchscan_stages.measure.workload import run_passes
+
+    calls, workload = _matmul_workload()
+    with pytest.raises(ValueError, match="needs count_flops"):
+        run_passes(workload, memory=False, latency=False, progress=False)
+    assert calls == []  # refused before any call
+    report = run_passes(workload, flops=False, latency=False, progress=False)
+    assert report.memory is not None and capsys.readouterr().out == ""

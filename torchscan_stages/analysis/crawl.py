@@ -42,6 +42,7 @@ from ..workloads import eager_compiled_code, lazy_output_diagnostic
 from . import module_formulas  # noqa: F401  (fills the built-in handler registry)
 from ._guards import depth_headroom, model_lock
 from ._walk import named_modules
+from .call_values import tensor_sums
 from .handlers import (
     HANDLERS,
     SCOPE,
@@ -60,7 +61,6 @@ from .model_forms import (
     without_data_diagnostics,
 )
 from .operators import OperatorCounter, StackOwner, classify_custom_mapping
-from .packed_params import holds_packed_weights, packed_tensors, storage_bytes
 from .parametrized import inside_parametrizations, with_parametrizations
 from .tensor_meta import call_meta, meta_of
 
@@ -434,36 +434,10 @@ def _count(value: int, unit: str) -> MetricResult:
     return MetricResult.complete(value, unit=unit, scope="model", method="parameter_count")
 
 
-def _tensor_sums(modules: list[nn.Module]) -> tuple[int, int, int, int, int]:
-    """(parameters, trainable, parameter bytes, buffer elements, buffer bytes) of the model,
-    each tensor counted once (what ``parameters()`` and ``buffers()`` give), in one walk."""
-    seen: set[int] = set()
-    seen_buffers: set[int] = set()
-    total = trainable = pbytes = buffers = bbytes = 0
-    for sub in modules:
-        for p in sub._parameters.values():
-            if p is not None and id(p) not in seen:
-                seen.add(id(p))
-                n = p.numel()
-                total += n
-                trainable += n if p.requires_grad else 0
-                pbytes += n * p.element_size()
-        if holds_packed_weights(sub):  # quantize_dynamic's packed int8/fp16 weights
-            for tensor in packed_tensors(sub):
-                total += tensor.numel()
-                pbytes += storage_bytes(tensor)
-        for b in sub._buffers.values():
-            if b is not None and id(b) not in seen_buffers:
-                seen_buffers.add(id(b))
-                buffers += b.numel()
-                bbytes += b.numel() * b.element_size()
-    return total, trainable, pbytes, buffers, bbytes
-
-
 def _totals(
     modules: list[nn.Module], built: Built, roots: list[int], operator_total: MetricResult
 ) -> AnalysisTotals:
-    total, trainable, pbytes, buffer_elements, bbytes = _tensor_sums(modules)
+    total, trainable, pbytes, buffer_elements, bbytes, _sizes = tensor_sums(modules)
     cost = {}
     for name in COST_METRICS:
         cost[name] = sum_metric(name, [built.aggregates[i][name] for i in roots])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel
 from torch import nn
@@ -27,6 +27,7 @@ from ..report import (
     combine_sum,
     trusted_construct,
 )
+from .call_values import tensor_sums
 from .handlers import (
     FILL_METHOD,
     FORMULA_METRICS,
@@ -43,7 +44,7 @@ from .handlers import (
 from .operators import OperatorCounter, OwnerOps
 from .own_macs import macs_free as _no_macs
 from .own_macs import own_macs, products_known
-from .packed_params import holds_packed_weights, packed_tensors, storage_bytes
+from .packed_params import holds_packed_weights, packed_tensors
 from .parametrized import parametrization_lists
 from .receptive import receptive_chain
 
@@ -504,30 +505,6 @@ _DIRECT: dict[type[BaseModel], bool] = {
 }
 
 
-_B = TypeVar("_B", bound=BaseModel)
-
-
-_SLOTS = BaseModel.__dict__
-_set_fields_set = _SLOTS["__pydantic_fields_set__"].__set__
-_set_extra = _SLOTS["__pydantic_extra__"].__set__
-_set_private = _SLOTS["__pydantic_private__"].__set__
-# every field is set, so every instance of a class has the same fields-set: one shared set
-# (pydantic only ever adds a field name to it on assignment, a no-op when all are in; it
-# copies it in model_copy), instead of one 13-entry set per record
-_FIELDS_SET = {cls: set(order) for cls, order in _WRITTEN_ORDER.items()}
-
-
-def _new(cls: type[_B], state: dict[str, Any]) -> _B:
-    """``trusted_construct`` for a state already complete and in field order (built here).
-
-    BaseModel's slots are set through their descriptors: a third of ``object.__setattr__``'s
-    cost, paid three times per record; the fields-set is the class's shared one.
-    """
-    if not _DIRECT[cls]:
-        return trusted_construct(cls, state)
-    return _bare(cls, state)
-
-
 _NO_TENSORS: tuple[dict[str, int], list[tuple[int, int]]] = (
     dict.fromkeys(_WRITTEN_ORDER[ParameterStats], 0),
     [],
@@ -540,36 +517,16 @@ def _module_sums(module: nn.Module) -> tuple[dict[str, int], list[tuple[int, int
     packed = packed_tensors(module) if holds_packed_weights(module) else []
     if not module._parameters and not module._buffers and not plists and not packed:
         return _NO_TENSORS
-    params = buffers = trainable = pbytes = bbytes = 0
-    ids = []
-    own = list(module._parameters.values())
-    for plist in plists:  # weight_norm's original0/1: the parametrised module's own tensors
-        own.extend(plist.parameters())
-    for p in own:
-        if p is None:
-            continue
-        n = p.numel()
-        params += n
-        trainable += n if p.requires_grad else 0
-        pbytes += n * p.element_size()
-        ids.append((id(p), n))
-    for tensor in packed:  # frozen: quantized weights take no gradient
-        params += tensor.numel()
-        pbytes += storage_bytes(tensor)
-    for b in module._buffers.values():
-        if b is None:
-            continue
-        buffers += b.numel()
-        bbytes += b.numel() * b.element_size()
+    sums = tensor_sums((module,), own_parametrizations=True)
     state = {
-        "parameters": params,
-        "trainable_parameters": trainable,
-        "parameter_bytes": pbytes,
-        "buffer_elements": buffers,
-        "buffer_bytes": bbytes,
+        "parameters": sums.parameters,
+        "trainable_parameters": sums.trainable_parameters,
+        "parameter_bytes": sums.parameter_bytes,
+        "buffer_elements": sums.buffer_elements,
+        "buffer_bytes": sums.buffer_bytes,
         "shared_parameters": 0,
     }
-    return state, ids
+    return state, list(sums.parameter_sizes)
 
 
 def _records(
@@ -587,7 +544,7 @@ def _records(
     sums: dict[int, tuple[dict[str, int], list[tuple[int, int]]]] = {}
     seen: set[int] = set()
     records = []
-    make = _bare if all(_DIRECT.values()) else _new
+    direct = all(_DIRECT.values())  # the written orders still match the models
     for i, call in enumerate(calls):
         module = call.module
         entry = sums.get(id(module))
@@ -617,7 +574,7 @@ def _records(
         handler = call.handler
         path = call.path
         records.append(
-            make(  # fields are typed by construction, in LayerRecord's field order
+            trusted_construct(  # fields typed by construction, in LayerRecord's field order
                 LayerRecord,
                 {
                     "path": path,
@@ -630,23 +587,14 @@ def _records(
                     "inclusive": bool(handler is not None and handler.inclusive),
                     "input": call.inputs,
                     "output": call.output,
-                    "params": make(ParameterStats, params),
-                    "metrics": make(LayerMetrics, metrics),
+                    "params": trusted_construct(ParameterStats, params, in_order=direct),
+                    "metrics": trusted_construct(LayerMetrics, metrics, in_order=direct),
                     "operator_flops": per_layer_ops[i] if per_layer_ops is not None else None,
                 },
+                in_order=direct,
             )
         )
     return records
-
-
-def _bare(cls: type[_B], state: dict[str, Any]) -> _B:
-    """``_new`` without its fallback check (``_records`` checks once per crawl)."""
-    model = object.__new__(cls)
-    object.__setattr__(model, "__dict__", state)
-    _set_fields_set(model, _FIELDS_SET[cls])
-    _set_extra(model, None)
-    _set_private(model, None)
-    return model
 
 
 def build(calls: list[Call], mode: Mode, counter: OperatorCounter | None, fill: Any) -> Built:

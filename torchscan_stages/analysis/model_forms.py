@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._pytree import tree_flatten
 
 from ..report import Diagnostic
+from .call_values import first_tensor
 
 
 def unwrap_compiled(module: nn.Module) -> tuple[nn.Module, list[Diagnostic]]:
@@ -61,13 +61,8 @@ def scripted_diagnostics(module: nn.Module) -> list[Diagnostic]:
 
 def data_free_kind(values: Iterable[Any]) -> str | None:
     """``"meta"`` or ``"fake"`` when the first tensor among ``values`` holds no data."""
-    values = list(values)
-    first = _first_shallow_tensor(values)
-    items = [first] if first is not None else tree_flatten(values)[0]
-    for item in items:
-        if isinstance(item, torch.Tensor):
-            return tensor_data_kind(item)
-    return None
+    first = first_tensor(list(values))
+    return tensor_data_kind(first) if first is not None else None
 
 
 def tensor_data_kind(tensor: torch.Tensor) -> str | None:
@@ -76,21 +71,6 @@ def tensor_data_kind(tensor: torch.Tensor) -> str | None:
         return "meta"
     if type(tensor).__name__ == "FakeTensor":
         return "fake"
-    return None
-
-
-def _first_shallow_tensor(values: list[Any]) -> torch.Tensor | None:
-    """The first tensor when it comes before any other container: the common ``[args,
-    kwargs]`` with a tensor first, without pytree's flattening (a fixed cost per crawl)."""
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            return value
-        if type(value) is not tuple:
-            return None
-        for item in value:
-            if isinstance(item, torch.Tensor):
-                return item
-            return None
     return None
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..analysis.summary import summary
+from ..face import summary
 from ..report import check_output_path, save_report
 from ..targets import import_target
 from ..zoo import small_resnet, tiny_transformer

@@ -35,7 +35,7 @@ from ..report import (
     HostState,
     MemorySection,
     PerformanceDelta,
-    load_report,
+    report_of_kind,
 )
 from ..stats import relative_iqr
 from ..workloads import Workload
@@ -214,16 +214,14 @@ def _settings(
 
 
 def _as_benchmark(report: Any, argument: str) -> BenchmarkReport:
-    if isinstance(report, (str, os.PathLike)):
-        report = load_report(report)
-    if isinstance(report, BenchmarkReport):
-        return report
-    kind = getattr(report, "kind", type(report).__name__)
-    hint = " (model cost is compared with compare_reports)" if kind == "analysis" else ""
-    raise TypeError(
-        f"compare_benchmarks({argument}=...) expects a zero-argument workload or a saved "
-        f"BenchmarkReport, got {kind!r}{hint}"
-    )
+    def refusal(kind: str) -> str:
+        hint = " (model cost is compared with compare_reports)" if kind == "analysis" else ""
+        return (
+            f"compare_benchmarks({argument}=...) expects a zero-argument workload or a saved "
+            f"BenchmarkReport, got {kind!r}{hint}"
+        )
+
+    return report_of_kind(report, BenchmarkReport, refusal)
 
 
 @dataclass(frozen=True)

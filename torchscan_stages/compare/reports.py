@@ -21,7 +21,7 @@ from ..report import (
     MetricResult,
     ReportDiff,
     Status,
-    load_report,
+    report_of_kind,
 )
 
 ReportSource = AnalysisReport | str | os.PathLike[str]
@@ -54,20 +54,18 @@ def metric_delta(before: MetricResult, after: MetricResult, *, field: str) -> Me
 
 
 def _as_analysis(report: Any, argument: str) -> AnalysisReport:
-    if isinstance(report, (str, os.PathLike)):
-        report = load_report(report)
-    if isinstance(report, AnalysisReport):
-        return report
-    kind = getattr(report, "kind", type(report).__name__)
-    if kind == "benchmark":
-        raise TypeError(
-            f"compare_reports({argument}=...) got a BenchmarkReport: timing and workload "
-            "evidence are compared with compare_benchmarks, not compare_reports"
+    def refusal(kind: str) -> str:
+        if kind == "benchmark":
+            return (
+                f"compare_reports({argument}=...) got a BenchmarkReport: timing and workload "
+                "evidence are compared with compare_benchmarks, not compare_reports"
+            )
+        return (
+            f"compare_reports({argument}=...) expects an AnalysisReport (from crawl_module or "
+            f"summary) or its JSON path, got {kind!r}"
         )
-    raise TypeError(
-        f"compare_reports({argument}=...) expects an AnalysisReport (from crawl_module or "
-        f"summary) or its JSON path, got {kind!r}"
-    )
+
+    return report_of_kind(report, AnalysisReport, refusal)
 
 
 def _layer_metrics(layer: LayerRecord) -> dict[str, MetricResult]:

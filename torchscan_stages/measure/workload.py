@@ -1,12 +1,13 @@
-"""measure_workload: selected passes over one workload, one BenchmarkReport, a readable summary.
+"""run_passes: the selected passes over one workload, one BenchmarkReport.
 
 Passes run one after another and never overlap: clean timing runs first (so its first call
 is the workload's first call in this function) and without any hook, dispatch mode or
 profiler; then tracked memory, operator FLOPs, the profiler, and the fresh-process RSS
 command. Each pass's number of workload calls is recorded in ``execution.calls``. The
 callable's side effects (optimizer steps, counters) happen for every call and are not
-undone. Measurement code returns reports; the summary's text comes from render.text and
-only this function prints it (with progress lines).
+undone. Measurement code returns reports and never renders: the public
+``measure_workload`` (torchscan_stages.face) passes the FLOP counter in and prints the summary;
+this module writes only the progress lines.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch
 
 from ..devices import check_workload, execution_record, resolve_device
 from ..provenance import build_provenance
-from ..render.text import MARKERS, benchmark_summary
+from ..report import STATUS_MARKERS as MARKERS
 from ..report import BenchmarkReport, Diagnostic, FlopReport, HostState
 from ..workloads import Workload
 from .latency import run_latency
@@ -29,6 +30,9 @@ from .latency_options import MEASURE_DEFAULTS, LatencyOptions, validate_work
 from .memory import run_peak_memory
 from .profile import DEFAULT_ROW_LIMIT, run_profile, validate_profile_options
 from .rss import DEFAULT_TIMEOUT_S, measure_peak_rss, validate_rss_options
+
+# the FLOP pass: workload -> (its FlopReport, the grad mode its operators ran under)
+FlopCounter = Callable[[Workload], tuple[FlopReport, "bool | None"]]
 
 
 def _progress_stream(progress: bool | TextIO | None) -> TextIO | None:
@@ -39,10 +43,6 @@ def _progress_stream(progress: bool | TextIO | None) -> TextIO | None:
     if not hasattr(progress, "write"):
         raise TypeError(f"progress must be True, False or a writable text file, got {progress!r}")
     return progress
-
-
-# The printout lives with the other text formatting; this name stays for its callers.
-format_summary = benchmark_summary
 
 
 def _validate(
@@ -99,8 +99,11 @@ class _Passes:
         self.calls["memory"] = mem.calls
         return " ".join(MARKERS[r.status] for r in mem.section.results)
 
-    def flops(self) -> str:
-        flop_report, grad = _run_flops(self.workload, self.diagnostics)
+    def flops(self, count: FlopCounter) -> str:
+        flop_report, grad = count(self.workload)
+        # its diagnostics (uncounted operators) join the report's own list, so status and
+        # diagnostics stay together wherever the report is read
+        self.diagnostics += flop_report.diagnostics
         self._grad(grad)
         self.parts["flops"] = flop_report
         self.calls["flops"] = flop_report.workload_calls
@@ -133,9 +136,10 @@ def _notifier(stream: TextIO | None) -> Callable[[str], None]:
     return note
 
 
-def measure_workload(
+def run_passes(
     workload: Workload,
     *,
+    count_flops: FlopCounter | None = None,
     flops: bool = True,
     memory: bool = True,
     latency: bool = True,
@@ -146,7 +150,6 @@ def measure_workload(
     device: str | torch.device | None = None,
     name: str | None = None,
     progress: bool | TextIO = True,
-    file: TextIO | None = None,
     precision: str | None = None,
     training: bool | None = None,
     latency_options: Mapping[str, Any] | LatencyOptions | None = None,
@@ -155,11 +158,13 @@ def measure_workload(
     profile_trace_path: str | None = None,
     options: Mapping[str, Any] | LatencyOptions | None = None,
 ) -> BenchmarkReport:
-    """Run the selected passes separately and return one BenchmarkReport; print a summary.
+    """Run the selected passes separately and return one BenchmarkReport (measure_workload's
+    passes; it prints the summary).
 
-    ``progress`` (True = stderr, False = silent, or a text file) reports each pass as it
-    starts and ends; the summary goes to ``file`` (stdout by default). ``precision`` and
-    ``training`` are declarations recorded as given (the workload owns them).
+    ``count_flops`` runs the FLOP pass (analysis' operator counter, passed in by the face so
+    measurement never imports analysis); ``flops=True`` needs it. ``progress`` (True =
+    stderr, False = silent, or a text file) reports each pass as it starts and ends.
+    ``precision`` and ``training`` are declarations recorded as given (the workload owns them).
     ``latency_options`` is a :class:`LatencyOptions` or a mapping of its field names
     (measure_latency's tuning keywords); ``options`` is the same, under the name
     measure_latency and compare_benchmarks use (give one of the two). ``rss_command`` runs
@@ -167,6 +172,8 @@ def measure_workload(
     """
     flags = {"flops": flops, "memory": memory, "latency": latency, "profile": profile}
     _validate(workload, flags, name, precision, training)
+    if flops and count_flops is None:
+        raise ValueError("run_passes(flops=True) needs count_flops (the operator counter)")
     validate_work(work_units, unit)
     if options is not None and latency_options is not None:
         raise TypeError(
@@ -180,12 +187,11 @@ def measure_workload(
     if rss_command is not None:
         rss_argv = validate_rss_options(rss_command, rss_timeout, None, None, 0.02)[0]
     note = _notifier(_progress_stream(progress))
-    out = file if file is not None else sys.stdout
     done = _Passes(workload, resolve_device(device))
     steps: list[tuple[str, Callable[[], str]]] = [
         ("latency", lambda: done.latency(options, work_units, unit, note)),
         ("memory", done.memory),
-        ("flops", done.flops),
+        ("flops", lambda: done.flops(count_flops) if count_flops is not None else ""),
         ("profile", lambda: done.profile(profile_row_limit, profile_trace_path)),
         ("rss", lambda: done.rss(rss_argv or [], rss_timeout)),
     ]
@@ -197,7 +203,7 @@ def measure_workload(
         status = step()
         took = time.perf_counter() - started
         note(f"({index}/{len(selected)}) {pass_name} {status} in {took:.2f} s")
-    report = BenchmarkReport(
+    return BenchmarkReport(
         provenance=build_provenance(host=done.host),
         name=name,
         work_units=work_units,
@@ -212,23 +218,6 @@ def measure_workload(
         diagnostics=done.diagnostics,
         **done.parts,
     )
-    out.write(benchmark_summary(report) + "\n")
-    out.flush()
-    return report
 
 
-def _run_flops(workload: Workload, diagnostics: list[Diagnostic]) -> tuple[FlopReport, bool | None]:
-    """Operator FLOPs via the analysis package, imported only when this pass runs, and the
-    grad mode the workload's operators ran under.
-
-    Its diagnostics (uncounted operators) join the report's own list, so status and
-    diagnostics stay together wherever the report is read.
-    """
-    from ..analysis.operators import count_workload
-
-    report, grad = count_workload(workload)
-    diagnostics += report.diagnostics
-    return report, grad
-
-
-__all__ = ["format_summary", "measure_workload"]
+__all__ = ["FlopCounter", "run_passes"]

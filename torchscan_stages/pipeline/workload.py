@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..targets import import_target
+from .precision import Precision, applied
+from .precision import torch_dtype as torch_dtype  # re-exported: its first home
 from .schema import (
     CandidateConfig,
     ConfigError,
@@ -109,12 +111,6 @@ def configured_device(device: DeviceConfig) -> torch.device:
         raise ConfigError(f"device.type = {device.type!r}: {error}") from error
 
 
-def torch_dtype(name: str) -> torch.dtype:
-    import torch
-
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
-
-
 @dataclass
 class BuiltWorkload:
     """A zero-argument callable plus what it was built from; call it to run one forward."""
@@ -130,7 +126,7 @@ class BuiltWorkload:
     unit: str
     name: str
     candidate: str | None = None
-    autocast_dtype: torch.dtype | None = None
+    applied: Precision | None = None  # the precision routine's reading of ``precision``
     kwargs: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -139,11 +135,9 @@ class BuiltWorkload:
 
     def precision_context(self) -> contextlib.AbstractContextManager[Any]:
         """The autocast region of this workload (a no-op for cast precision)."""
-        import torch
-
-        if self.autocast_dtype is None:
+        if self.applied is None:
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+        return self.applied.region(self.device.type)
 
 
 def workload_name(cfg: PipelineConfig, precision: PrecisionConfig | None = None) -> str:
@@ -192,21 +186,18 @@ def build_workload(
     if candidate is not None and candidate.precision is not None:
         precision = candidate.precision
     model, inputs, keyword_inputs = build_model_and_inputs(cfg)
-    dtype = torch_dtype(precision.dtype)
+    applied_precision = applied(precision)
     model = model.to(device)
-    cast = precision.apply == "cast" and dtype != torch.float32
     channels_last = candidate is not None and candidate.channels_last
-    if cast:
-        model = model.to(dtype)
+    if applied_precision.cast:
+        model = model.to(applied_precision.dtype)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
 
     def place(t: Any) -> Any:
         if not isinstance(t, torch.Tensor):
             return t
-        t = t.to(device)
-        if cast and t.is_floating_point():
-            t = t.to(dtype)
+        t = applied_precision.tensor(t.to(device))
         if channels_last and t.dim() == 4:
             t = t.contiguous(memory_format=torch.channels_last)
         return t
@@ -225,13 +216,11 @@ def build_workload(
             dynamic=spec.dynamic,
         )
     inference = candidate is not None and candidate.inference_mode
-    autocast = precision.apply == "autocast" and dtype != torch.float32
     device_type = device.type
 
     def workload() -> Any:
         grad = torch.inference_mode() if inference else torch.no_grad()
-        amp = torch.autocast(device_type, dtype=dtype) if autocast else contextlib.nullcontext()
-        with grad, amp:
+        with grad, applied_precision.region(device_type):
             return called(*moved, **moved_kwargs)
 
     name = workload_name(cfg, precision)
@@ -250,7 +239,7 @@ def build_workload(
         unit=cfg.input.unit,
         name=name,
         candidate=candidate.name if candidate is not None else None,
-        autocast_dtype=dtype if autocast else None,
+        applied=applied_precision,
     )
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..report import BenchmarkReport, Diagnostic, MetricResult
+from ..report import STATUS_MARKERS, BenchmarkReport, Diagnostic, MetricResult
 from .caveats import latency_caveats, status_text
 from .format import DASH, human, seconds
 
-MARKERS = {"complete": "[ok]", "partial": "[>= partial]", "unavailable": "[n/a]"}
+MARKERS = STATUS_MARKERS  # defined once, beside the statuses (progress lines use it too)
 
 
 def metric_text(result: MetricResult | None) -> str:

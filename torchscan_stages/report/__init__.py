@@ -40,12 +40,13 @@ from .io import (
     save_report,
     write_temporary,
 )
-from .load import load_report, report_json_schema
+from .load import load_report, report_json_schema, report_of_kind
 from .metric import (
     GZIP_MAGIC,
     NON_NEGATIVE_UNITS,
     READABLE_VERSIONS,
     SCHEMA_VERSION,
+    STATUS_MARKERS,
     Diagnostic,
     FiniteFloat,
     MetricResult,
@@ -106,6 +107,7 @@ __all__ = [
     "REPORT_TYPES",
     "SCHEMA_VERSION",
     "STALE_TMP_AGE_S",
+    "STATUS_MARKERS",
     "AnalysisReport",
     "AnalysisTotals",
     "AnyReport",
@@ -162,6 +164,7 @@ __all__ = [
     "combine_sum",
     "load_report",
     "report_json_schema",
+    "report_of_kind",
     "report_text",
     "save_report",
     "trusted_construct",

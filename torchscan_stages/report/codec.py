@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .metric import MetricResult
+from .metric import MetricResult, trusted_construct
 from .records import LayerMetrics, LayerOperatorFlops, LayerRecord, ParameterStats, ValueMeta
 
 ENCODING = "columns"
@@ -332,24 +332,13 @@ def _validated_tables(tables: dict[str, list[Any]]) -> dict[str, list[Any]] | No
 
 
 def _maker(cls: type[_M]) -> Callable[[tuple[Any, ...]], _M]:
-    """A constructor from a tuple of values in field order, for values already checked.
-
-    What :func:`report.trusted_construct` does, without its per-call checks, and with one
-    ``__pydantic_fields_set__`` per class: every field is set, so the set never changes
-    (pydantic adds a name on assignment; it is always in it) and ``model_copy`` copies it.
-    Sharing it saves a set per record, a third of the heap of a large report.
-    """
+    """A constructor from a tuple of values in field order, for values already checked:
+    :func:`report.trusted_construct` with ``in_order`` (its shared fields-set saves a set per
+    record, a third of the heap of a large report)."""
     fields = tuple(cls.__pydantic_fields__)
-    every_field = set(fields)
-    new, set_attribute = cls.__new__, object.__setattr__
 
     def make(values: tuple[Any, ...]) -> _M:
-        model = new(cls)
-        set_attribute(model, "__dict__", dict(zip(fields, values, strict=True)))
-        set_attribute(model, "__pydantic_fields_set__", every_field)
-        set_attribute(model, "__pydantic_extra__", None)
-        set_attribute(model, "__pydantic_private__", None)
-        return model
+        return trusted_construct(cls, dict(zip(fields, values, strict=True)), in_order=True)
 
     return make
 

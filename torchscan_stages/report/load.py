@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
@@ -79,6 +80,22 @@ def load_report(
         raise ValueError(f"{where}: invalid {kind} report at {error}") from None
     except RecursionError:
         raise ValueError(f"{where}: invalid {kind} report: nested too deeply") from None
+
+
+R = TypeVar("R", bound=BaseReport)
+
+
+def report_of_kind(report: Any, kind: type[R], refusal: Callable[[str], str]) -> R:
+    """``report`` as a ``kind`` report: the object itself, or loaded from its JSON path.
+
+    Anything else is a TypeError whose message ``refusal(got)`` builds from what was given
+    (its report kind, or its type's name), so each caller names its own argument.
+    """
+    if isinstance(report, (str, os.PathLike)):
+        report = load_report(report)
+    if isinstance(report, kind):
+        return report
+    raise TypeError(refusal(getattr(report, "kind", type(report).__name__)))
 
 
 def _validate(kind: str, version: int, document: dict[str, Any]) -> BaseReport:

@@ -63,54 +63,29 @@ def step_workload(ctx: StageContext, batch: int | None = None) -> Any:
     import contextlib
 
     import torch
-    from torch.utils._pytree import tree_flatten
 
-    from ..pipeline.workload import build_model_and_inputs, torch_dtype
+    from ..pipeline.precision import applied, training_step
+    from ..pipeline.workload import build_model_and_inputs
 
     settings = ctx.config.predict
     cfg = _with_batch(ctx.config, batch)
     sharded = settings.sharding == "fsdp2"
-    dtype = torch_dtype(cfg.precision.dtype)
-    cast = cfg.precision.apply == "cast" and dtype != torch.float32
-    autocast = cfg.precision.apply == "autocast" and dtype != torch.float32
+    precision = applied(cfg.precision)
     training = settings.mode == "training"
 
     def workload(mesh: Any = None) -> None:
-        # cast precision: built in the dtype (torch refuses .to(dtype) on fake parameters);
-        # the factories' floating tensors take the default dtype, as a cast would give them
-        before = torch.get_default_dtype()
-        if cast:
-            torch.set_default_dtype(dtype)
-        try:
-            with torch.device("meta") if sharded else contextlib.nullcontext():
-                model, inputs, keyword_inputs = build_model_and_inputs(cfg)
-        finally:
-            torch.set_default_dtype(before)
+        # cast: built in the dtype (fake parameters refuse .to); sharded: on meta first
+        with precision.building(), torch.device("meta") if sharded else contextlib.nullcontext():
+            model, inputs, keyword_inputs = build_model_and_inputs(cfg)
         if sharded:
             model = _fully_shard(model, mesh)
             inputs, keyword_inputs = _on_cpu((inputs, keyword_inputs))
         model.train(training)
-        amp = torch.autocast("cpu", dtype=dtype) if autocast else contextlib.nullcontext()
         if not training:
-            with torch.no_grad(), amp:
+            with torch.no_grad(), precision.region("cpu"):
                 model(*inputs, **keyword_inputs)
             return
-        optimizer: torch.optim.Optimizer | None = None
-        if settings.optimizer == "adamw":
-            optimizer = torch.optim.AdamW(model.parameters())
-        elif settings.optimizer == "sgd":
-            optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        with amp:
-            outputs = [
-                t
-                for t in tree_flatten(model(*inputs, **keyword_inputs))[0]
-                if isinstance(t, torch.Tensor)
-            ]
-            loss = sum(t.float().pow(2).mean() for t in outputs if t.is_floating_point())
-        loss.backward()  # type: ignore[union-attr]
-        if optimizer is not None:
-            optimizer.step()
-            optimizer.zero_grad()
+        training_step(model, inputs, keyword_inputs, precision, optimizer=settings.optimizer)
 
     return workload
 

@@ -2,36 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from ...report import Diagnostic
+from ..call_values import arg as arg  # re-exported: the families import it from here
+from ..call_values import first_tensor as first_tensor
+from ..call_values import tensor_sums
 from ..handlers import CallContext
-
-
-def first_tensor(value: Any) -> torch.Tensor | None:
-    """The first tensor in a (possibly nested) value, depth first."""
-    if isinstance(value, torch.Tensor):
-        return value
-    if isinstance(value, (tuple, list)):
-        for item in value:
-            found = first_tensor(item)
-            if found is not None:
-                return found
-    if isinstance(value, dict):
-        for item in value.values():
-            found = first_tensor(item)
-            if found is not None:
-                return found
-    return None
-
-
-def arg(ctx: CallContext, index: int, name: str, default: Any = None) -> Any:
-    """Positional-or-keyword argument of the call, as forward() would bind it."""
-    if len(ctx.args) > index:
-        return ctx.args[index]
-    return ctx.kwargs.get(name, default)
 
 
 def in_out(ctx: CallContext) -> tuple[torch.Tensor, torch.Tensor]:
@@ -44,29 +21,13 @@ def in_out(ctx: CallContext) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def param_numel(module: torch.nn.Module) -> int:
-    """Elements of the module's own parameters (read once per call)."""
-    unique = {id(p): p for p in module._parameters.values() if p is not None}
-    return sum(p.numel() for p in unique.values())  # a tensor under two names counts once
+    """Elements of the module's own parameters, each tensor once (read once per call)."""
+    return tensor_sums((module,)).parameters
 
 
 def subtree_param_numel(module: torch.nn.Module) -> int:
-    """Elements of every parameter of ``module`` and its submodules, each tensor once (what
-    ``sum(p.numel() for p in module.parameters())`` gives, without its generator chain: one
-    loop over a list that grows, sizes keyed by tensor id)."""
-    sizes: dict[int, int] = {}
-    stack: list[torch.nn.Module | None] = [module]
-    for sub in stack:  # the list grows while it is read: a breadth-first walk
-        if sub is None:
-            continue
-        params = sub._parameters
-        if params:
-            for p in params.values():
-                if p is not None:
-                    sizes[id(p)] = p.numel()
-        children = sub._modules
-        if children:
-            stack.extend(children.values())
-    return sum(sizes.values())
+    """Elements of every parameter of ``module`` and its submodules, each tensor once."""
+    return tensor_sums(module.modules()).parameters
 
 
 def pointwise_rf() -> dict[str, int]:

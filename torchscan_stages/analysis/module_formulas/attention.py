@@ -90,11 +90,18 @@ def mha_module_cost(
 def multihead_attention(ctx: CallContext) -> dict[str, Any]:
     module = ctx.module
     assert isinstance(module, nn.MultiheadAttention)
-    query, key, value = arg(ctx, 0, "query"), arg(ctx, 1, "key"), arg(ctx, 2, "value")
-    masked = arg(ctx, 3, "key_padding_mask") is not None or arg(ctx, 5, "attn_mask") is not None
-    masked = masked or bool(arg(ctx, 7, "is_causal", False))
-    need_weights = bool(arg(ctx, 4, "need_weights", True))
-    average = bool(arg(ctx, 6, "average_attn_weights", True))
+    query, key, value = (
+        arg(ctx.args, ctx.kwargs, 0, "query"),
+        arg(ctx.args, ctx.kwargs, 1, "key"),
+        arg(ctx.args, ctx.kwargs, 2, "value"),
+    )
+    masked = (
+        arg(ctx.args, ctx.kwargs, 3, "key_padding_mask") is not None
+        or arg(ctx.args, ctx.kwargs, 5, "attn_mask") is not None
+    )
+    masked = masked or bool(arg(ctx.args, ctx.kwargs, 7, "is_causal", False))
+    need_weights = bool(arg(ctx.args, ctx.kwargs, 4, "need_weights", True))
+    average = bool(arg(ctx.args, ctx.kwargs, 6, "average_attn_weights", True))
     flops, macs = mha_module_cost(
         module, query, key, masked=masked, averaged=need_weights and average
     )

@@ -89,9 +89,9 @@ def bag_cost(
 def embedding_bag(ctx: CallContext) -> dict[str, Any]:
     module = ctx.module
     assert isinstance(module, nn.EmbeddingBag)
-    indices = arg(ctx, 0, "input")
-    offsets = arg(ctx, 1, "offsets")
-    weights = arg(ctx, 2, "per_sample_weights")
+    indices = arg(ctx.args, ctx.kwargs, 0, "input")
+    offsets = arg(ctx.args, ctx.kwargs, 1, "offsets")
+    weights = arg(ctx.args, ctx.kwargs, 2, "per_sample_weights")
     out = first_tensor(ctx.output)
     assert indices is not None and out is not None
     rows = indices.numel()

@@ -66,7 +66,7 @@ def _steps_and_batch(module: nn.RNNBase, x: Any) -> tuple[int, int]:
 def recurrent(ctx: CallContext) -> dict[str, Any]:
     module = ctx.module
     assert isinstance(module, nn.RNNBase)
-    x = arg(ctx, 0, "input")
+    x = arg(ctx.args, ctx.kwargs, 0, "input")
     step_samples, batch = _steps_and_batch(module, x)
     directions = 2 if module.bidirectional else 1
     flops, macs = rnn_cost(

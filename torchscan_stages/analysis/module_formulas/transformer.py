@@ -81,9 +81,12 @@ def _finish(
 def encoder_layer(ctx: CallContext) -> dict[str, Any]:
     layer = ctx.module
     assert isinstance(layer, nn.TransformerEncoderLayer)
-    src = arg(ctx, 0, "src")
-    masked = arg(ctx, 1, "src_mask") is not None or arg(ctx, 2, "src_key_padding_mask") is not None
-    masked = masked or bool(arg(ctx, 3, "is_causal", False))
+    src = arg(ctx.args, ctx.kwargs, 0, "src")
+    masked = (
+        arg(ctx.args, ctx.kwargs, 1, "src_mask") is not None
+        or arg(ctx.args, ctx.kwargs, 2, "src_key_padding_mask") is not None
+    )
+    masked = masked or bool(arg(ctx.args, ctx.kwargs, 3, "is_causal", False))
     rows = prod(src.shape[:-1])
     flops, macs = mha_module_cost(layer.self_attn, src, src, masked=masked, averaged=False)
     f, m = _ffn_and_norms(layer, rows, [layer.norm1, layer.norm2])
@@ -96,13 +99,15 @@ def encoder_layer(ctx: CallContext) -> dict[str, Any]:
 def decoder_layer(ctx: CallContext) -> dict[str, Any]:
     layer = ctx.module
     assert isinstance(layer, nn.TransformerDecoderLayer)
-    tgt, memory = arg(ctx, 0, "tgt"), arg(ctx, 1, "memory")
+    tgt, memory = arg(ctx.args, ctx.kwargs, 0, "tgt"), arg(ctx.args, ctx.kwargs, 1, "memory")
     self_masked = any(
-        arg(ctx, i, n) is not None for i, n in ((2, "tgt_mask"), (4, "tgt_key_padding_mask"))
-    ) or bool(arg(ctx, 6, "tgt_is_causal", False))
+        arg(ctx.args, ctx.kwargs, i, n) is not None
+        for i, n in ((2, "tgt_mask"), (4, "tgt_key_padding_mask"))
+    ) or bool(arg(ctx.args, ctx.kwargs, 6, "tgt_is_causal", False))
     cross_masked = any(
-        arg(ctx, i, n) is not None for i, n in ((3, "memory_mask"), (5, "memory_key_padding_mask"))
-    ) or bool(arg(ctx, 7, "memory_is_causal", False))
+        arg(ctx.args, ctx.kwargs, i, n) is not None
+        for i, n in ((3, "memory_mask"), (5, "memory_key_padding_mask"))
+    ) or bool(arg(ctx.args, ctx.kwargs, 7, "memory_is_causal", False))
     rows = prod(tgt.shape[:-1])
     f1, m1 = mha_module_cost(layer.self_attn, tgt, tgt, masked=self_masked, averaged=False)
     f2, m2 = mha_module_cost(layer.multihead_attn, tgt, memory, masked=cross_masked, averaged=False)

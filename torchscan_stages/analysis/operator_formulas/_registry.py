@@ -19,6 +19,8 @@ from typing import Any, Literal, TypeAlias
 
 import torch
 
+from ..call_values import arg as arg  # re-exported: the families import it from here
+
 
 @dataclass(frozen=True, slots=True)
 class Flops:
@@ -76,7 +78,9 @@ def formula(
     ``products`` says how much of the count is tensor products: ``"none"`` (pointwise,
     normalisation, reductions...), ``"all"`` (matmul, convolution) or ``"split"`` (a fused
     kernel whose formula returns :class:`Flops`). ``namespace``: ``aten`` unless the
-    operator lives elsewhere (``quantized.linear_dynamic``).
+    operator lives elsewhere (``quantized.linear_dynamic``). The decorator on a formula's
+    own definition (torch's ``register_flop_formula`` pattern); :func:`register_formula` is
+    its call form, for formulas built by factories.
     """
 
     def register(fn: RawFormula) -> RawFormula:
@@ -128,13 +132,6 @@ def first_numel(value: Any) -> int:
 
 def shape(value: Any) -> tuple[int, ...]:
     return tuple(value.shape) if isinstance(value, torch.Tensor) else ()
-
-
-def arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str, default: Any) -> Any:
-    """Positional-or-keyword argument lookup (the dispatcher passes either)."""
-    if len(args) > index:
-        return args[index]
-    return kwargs.get(name, default)
 
 
 def _input_numel(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:

@@ -18,6 +18,7 @@ from ...report import (
     OperatorCount,
     trusted_construct,
 )
+from ..call_values import first_tensor
 from ..model_forms import tensor_data_kind
 from ..operator_formulas import CONVENTIONS, IGNORED, Flops, RawFormula
 from .lookup import (
@@ -43,24 +44,6 @@ from .lookup import (
 )
 from .mode import _UNSEEN, OwnerOps, _CountingMode, _FormulaError
 from .stack import StackOwner
-
-
-def _first_tensor(value: Any) -> torch.Tensor | None:
-    """The first tensor in ``value`` in pytree order (operator arguments and outputs nest in
-    lists, tuples and at most dicts), without flattening everything the way tree_flatten does."""
-    if isinstance(value, torch.Tensor):
-        return value
-    if isinstance(value, (list, tuple)):
-        items: Any = value
-    elif isinstance(value, dict):
-        items = value.values()
-    else:
-        return None
-    for item in items:
-        found = _first_tensor(item)
-        if found is not None:
-            return found
-    return None
 
 
 def _whole_flops(value: Any) -> int:
@@ -185,9 +168,9 @@ class OperatorCounter:
 
     def _see_data(self, args: tuple[Any, ...], out: Any) -> None:
         """Whether the tensors hold data (real, or meta / fake), from the first one met."""
-        first = _first_tensor(args)
+        first = first_tensor(args)
         if first is None:
-            first = _first_tensor(out)
+            first = first_tensor(out)
         if first is not None:
             self.data_kind = tensor_data_kind(first)
 

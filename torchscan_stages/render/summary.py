@@ -1,28 +1,36 @@
-"""summary(): crawl_module plus a table for people. The report stays the product.
+"""The summary table of an AnalysisReport, for people. The report stays the product.
 
 Markers: a partial value is shown as ``>=N`` (lower bound), an unavailable one as ``n/a``; the
-diagnostics follow the table. Measurement code never prints; this module only formats.
+diagnostics follow the table. This module only formats; ``summary()`` (the face) prints it.
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TextIO
+from collections.abc import Mapping, Sequence
 
-import torch
-from torch import nn
-
-from ..render.text import compact_metric, compact_number
-from ..report import AnalysisReport, Diagnostic, IncompleteAnalysisError, LayerRecord
-from ._walk import named_modules
-from .crawl import Mode, crawl_module
-from .handlers import ModuleHandler
-from .module_formulas._common import subtree_param_numel
-from .tensor_meta import describe_shape
+from ..report import AnalysisReport, Diagnostic, LayerRecord, ValueMeta
+from .text import compact_metric, compact_number
 
 COLUMNS = ("Layer", "Type", "Output shape", "Params", "FLOPs", "MACs", "DMAs", "RF", "Op FLOPs")
 PATHS_SHOWN = 3
+
+
+def describe_shape(meta: ValueMeta | None) -> str:
+    """Short text for a table cell: [1, 16, 32, 32], tuples as (a, b), '-' when none."""
+    if meta is None:
+        return "-"
+    if meta.kind == "tensor":
+        return "[" + ", ".join(str(d) for d in meta.shape or []) + "]"
+    if meta.kind in ("tuple", "list"):
+        inner = [describe_shape(i) for i in meta.items or [] if i.kind != "none"]
+        if len(inner) == 1:
+            return inner[0]
+        return "(" + ", ".join(inner) + ")"
+    if meta.kind == "dict":
+        return "{" + ", ".join(meta.keys or []) + "}"
+    if meta.kind == "none":
+        return "None"
+    return meta.type_name or meta.kind
 
 
 def _layer_row(report: AnalysisReport, layer: LayerRecord, held: dict[str, int]) -> tuple[str, ...]:
@@ -54,16 +62,6 @@ def _uncalled_row(path: str, held: int, types: Mapping[str, str]) -> tuple[str, 
     label = "  " * depth + path.rpartition(".")[2]
     kind = types.get(path, "(not called)")
     return (label, kind, "-", compact_number(held) if held else "-", "-", "-", "-", "-", "-")
-
-
-def held_parameters(module: nn.Module) -> dict[str, int]:
-    """Parameters of every module path's whole subtree, called or not, each tensor once.
-
-    A report only knows the modules that ran; a child used through its weight alone (Mamba2's
-    ``conv1d.weight`` read by a fused kernel, a weight-norm parametrisation) holds parameters
-    the records never see, which the footer's total does count.
-    """
-    return {path: subtree_param_numel(sub) for path, sub in named_modules(module)}
 
 
 def _rows(
@@ -119,9 +117,9 @@ def format_table(
     """The summary table, totals and grouped diagnostics of a report as plain text.
 
     ``types`` (path -> class name) names containers that were never called; without it they
-    show as ``(not called)``. ``held`` (path -> parameters of its subtree, from
-    :func:`held_parameters` of the model) makes each Params cell count every parameter
-    under the module, called or not; without it the cells sum the records.
+    show as ``(not called)``. ``held`` (path -> parameters of its subtree, from the face's
+    ``held_parameters`` of the model) makes each Params cell count every parameter under
+    the module, called or not; without it the cells sum the records.
     """
     rows = _rows(report, max_depth, types or {}, held)
     widths = [
@@ -165,54 +163,3 @@ def _products(report: AnalysisReport) -> str:
     if flops is None or flops.product_flops is None:
         return ""
     return f", of which tensor products {compact_metric(flops.product_flops)}"
-
-
-def summary(
-    module: nn.Module,
-    input_shape: Sequence[int] | Sequence[Sequence[int]] | None = None,
-    *,
-    args: Any = None,
-    kwargs: Mapping[str, Any] | None = None,
-    dtype: torch.dtype | Sequence[torch.dtype] | None = None,
-    device: str | torch.device | None = None,
-    mode: Mode = "full",
-    strict: bool = False,
-    custom_mapping: Mapping[Any, Any] | None = None,
-    custom_modules: Mapping[type[nn.Module], ModuleHandler] | None = None,
-    fill_from_operators: bool | Iterable[type[nn.Module]] = False,
-    max_depth: int | None = None,
-    file: TextIO | None = None,
-) -> AnalysisReport:
-    """Print the cost table of one forward call and return its AnalysisReport.
-
-    Under ``strict=True`` an incomplete analysis still prints its table (with the partial
-    markers and diagnostics a person needs) before IncompleteAnalysisError is raised.
-    """
-    if max_depth is not None and (
-        isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0
-    ):
-        raise ValueError(f"max_depth must be a non-negative int or None, got {max_depth!r}")
-    out = file if file is not None else sys.stdout
-    is_module = isinstance(module, nn.Module)
-    types = {path: type(sub).__name__ for path, sub in module.named_modules()} if is_module else {}
-    held = held_parameters(module) if is_module else None
-    try:
-        report = crawl_module(
-            module,
-            input_shape,
-            args=args,
-            kwargs=kwargs,
-            dtype=dtype,
-            device=device,
-            mode=mode,
-            strict=strict,
-            custom_mapping=custom_mapping,
-            custom_modules=custom_modules,
-            fill_from_operators=fill_from_operators,
-        )
-    except IncompleteAnalysisError as error:
-        if isinstance(error.report, AnalysisReport):
-            print(format_table(error.report, max_depth, types, held), end="", file=out)
-        raise
-    print(format_table(report, max_depth, types, held), end="", file=out)
-    return report

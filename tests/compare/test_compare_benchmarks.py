@@ -232,7 +232,7 @@ def test_flop_and_memory_deltas_use_complete_values_of_one_scope() -> None:
 
 
 def test_saved_reports_compare_their_flops() -> None:
-    from torchscan_stages.measure.workload import measure_workload
+    from torchscan_stages.face import measure_workload
 
     small, large = torch.randn(8, 8), torch.randn(16, 16)
     base = measure_workload(lambda: small @ small, latency=False, memory=False, progress=False)
@@ -245,7 +245,7 @@ def test_saved_reports_compare_their_flops() -> None:
 
 
 def test_reports_from_another_package_version_are_not_comparable() -> None:
-    from torchscan_stages.measure.workload import measure_workload
+    from torchscan_stages.face import measure_workload
     from torchscan_stages.provenance import environment_fingerprint, environment_hash
 
     a = torch.randn(8, 8)
@@ -347,7 +347,9 @@ def test_sampling_stops_at_the_time_budget(sim_clock: SimulatedClock) -> None:
         ci_floor=0.0,
     )
     assert result.settings["stop_reason"] == "time_budget"
-    assert result.deltas[0].verdict in ("inconclusive", "no_difference")
+    # the seeded samples give a ratio interval of about [0.53, 1.76]: it holds 1 and is far
+    # wider than the +-0.1% band, so neither a difference nor equivalence is shown
+    assert result.deltas[0].verdict == "inconclusive"
 
 
 def test_lower_decile_location_ignores_upper_contamination() -> None:
