@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.profiler import profile
 
-from torchscan_stages import crawl_module, measure_flops, measure_workload
+from torchscan_stages import crawl_module, measure_flops, measure_workload, predict_peak_memory
 
 dynamo = pytest.importorskip("torch._dynamo")
 pytestmark = [
@@ -83,6 +83,14 @@ def test_inductor_model_counts_as_eager_and_is_left_as_found(
     workload = measure_workload(call, latency=False, progress=False)
     assert workload.flops is not None and workload.flops.total == eager_flops.total
     assert any(d.code == "compiled_code_eager" for d in workload.diagnostics)
+
+    eager_peak = predict_peak_memory(eager_call, device="cpu")
+    predicted = predict_peak_memory(call, device="cpu")
+    # force_eager runs the compiled model's own Python: the eager step's bytes, with a warning
+    assert predicted.peak == eager_peak.peak and predicted.peak.is_complete
+    assert any(
+        d.code == "compiled_code_eager" and d.severity == "warning" for d in predicted.diagnostics
+    )
 
     assert _compile_counts() == before  # no frame compiled again, no new graph
     assert _runs_compiled(call)  # still the compiled graph, not eager

@@ -16,7 +16,7 @@ from typing import Any
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..report import Diagnostic, MetricResult, PredictionReport
-from ..workloads import lazy_output_diagnostic
+from ..workloads import eager_compiled_code, lazy_output_diagnostic
 from .allocator import AllocatorModel, allocator_model
 from .assemble import METHOD, PHASES, _result, build_report, diagnostics_of, fits
 from .modules import QualifiedModuleStack
@@ -30,6 +30,19 @@ from .tracker import PeakSnapshot, PeakTracker
 def _unseen_operator(error: Exception) -> str:
     func = getattr(error, "func", None)
     return str(func) if func is not None else type(error).__name__
+
+
+def _compiled_as_eager(note: Diagnostic) -> Diagnostic:
+    """The counting passes' note, as a warning on the peak: an inductor graph can fuse away
+    intermediates the eager run allocates, so the compiled step's real peak may be lower."""
+    return note.model_copy(
+        update={
+            "severity": "warning",
+            "metric": "peak",
+            "message": note.message + "; for memory this predicts the eager step: an inductor "
+            "graph may fuse away intermediates, so the compiled step's real peak can be lower",
+        }
+    )
 
 
 def _run(
@@ -80,13 +93,14 @@ def _run(
     try:
         residents.swap(reach(workload))
         # the module stack's hooks first, so a module is named before ownership labels it
-        with modules, ownership:
+        with eager_compiled_code("the prediction") as compiled, modules, ownership:
             output = _call(workload, fake, tracker, diagnostics)
             lazy = lazy_output_diagnostic(output, "peak")
             del output
             if lazy is not None:
                 diagnostics.append(lazy)
             snapshot = tracker.finish()
+        diagnostics += [_compiled_as_eager(note) for note in compiled]
     finally:
         residents.restore()
         saved.restore()
