@@ -25,7 +25,10 @@ from .handlers import METHOD, METRIC_UNITS, SCOPE
 
 def parametrization_lists(module: nn.Module) -> list[ParametrizationList]:
     """The module's ``ParametrizationList``s (empty when it is not parametrised)."""
-    holder = module._modules.get("parametrizations")
+    modules = module._modules  # a ScriptModule's is an OrderedModuleDict: no .get
+    if "parametrizations" not in modules:
+        return []
+    holder = modules["parametrizations"]
     if holder is None:
         return []
     return [p for p in holder._modules.values() if isinstance(p, ParametrizationList)]

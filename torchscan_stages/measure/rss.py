@@ -473,6 +473,9 @@ def _exit_status(run: _ChildRun) -> tuple[int | None, int | None]:
     return (None if run.timed_out else run.returncode), None
 
 
+RESET_SLACK_BYTES = 2**20
+
+
 def _os_figure(run: _ChildRun) -> int:
     """The highest peak the OS itself reported: wait4's ru_maxrss, sampled VmHWM and RSS."""
     maxrss = int(run.launcher["maxrss_bytes"]) if run.launcher is not None else 0
@@ -485,7 +488,12 @@ def _refuse_claims_above_os(run: _ChildRun, diagnostics: list[Diagnostic]) -> bo
 
     Returns whether a claim was refused (the peak is then partial: the child's records and
     the OS disagree, and a phase reset may have hidden the true high-water mark)."""
-    ceiling = _os_figure(run)
+    os_figure = _os_figure(run)
+    # mark_phase resets the high-water mark, so the kernel's exit figure (ru_maxrss) is the
+    # mark after the last reset: a true phase peak read just before a reset can sit a few
+    # pages above it (measured: 172-242 KiB above on a 211 MiB phase). That gap is allowed;
+    # a claim beyond it has no evidence from the OS.
+    ceiling = os_figure + RESET_SLACK_BYTES + os_figure // 100
     refused = False
     for index, phase in enumerate(run.phases):
         claim = phase.peak_rss.value
@@ -503,8 +511,9 @@ def _refuse_claims_above_os(run: _ChildRun, diagnostics: list[Diagnostic]) -> bo
                 severity="error",
                 metric="rss.phases",
                 message=f"phase {phase.name!r} claims a peak of {claim} bytes, above every "
-                f"figure the OS gave for the child (at most {ceiling} bytes: wait4 ru_maxrss, "
-                "sampled VmHWM and RSS); the claim is not counted",
+                f"figure the OS gave for the child (at most {os_figure} bytes: wait4 ru_maxrss, "
+                "sampled VmHWM and RSS, plus 1 MiB + 1% for a high-water reset at a phase "
+                "mark); the claim is not counted",
             )
         )
     return refused
