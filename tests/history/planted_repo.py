@@ -104,6 +104,8 @@ def sh(repo: Path, *cmd: str) -> str:
 def _dvc_yaml() -> str:
     real = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     stages = {"env": real["env"]}
+    if "sources" in real:  # the model's own source fingerprint, which crawl and memory read
+        stages["sources"] = real["sources"]
     for name in ("crawl", "memory"):
         stage = real[name]
         stage["deps"] = [*stage["deps"], "planted.py"]
