@@ -15,6 +15,9 @@ How "no failed request" is proven (no CDP client needed):
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html
 import json
 import os
 import shutil
@@ -109,3 +112,25 @@ def png_size(path: Path) -> tuple[int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
     width, height = struct.unpack(">II", data[16:24])
     return width, height
+
+
+def measure(page: Path, work: Path, script: str, *, width: int = 1400) -> Any:
+    """Lay ``page`` out at ``width`` and return what ``script`` (a JS function body) returns.
+
+    Test-only: a copy of the page gets one more inline script that writes the expression's
+    JSON into the DOM, which ``--dump-dom`` returns; a page with a CSP gets the script's hash.
+    """
+    hook = (
+        "var measured = document.createElement('pre'); measured.id = 'measured';"
+        f" measured.textContent = JSON.stringify((function () {{ {script} }})());"
+        " document.body.appendChild(measured);"
+    )
+    digest = base64.b64encode(hashlib.sha256(hook.encode()).digest()).decode()
+    text = page.read_text(encoding="utf-8")
+    text = text.replace("script-src ", f"script-src &#39;sha256-{digest}&#39; ", 1)
+    copy = page.with_name(f"{page.stem}-measured-{width}.html")
+    copy.write_text(text.replace("</body>", f"<script>{hook}</script>\n</body>", 1), "utf-8")
+    dom = load(copy, work, width=width).dom
+    assert '<pre id="measured">' in dom, "the measuring script did not run"
+    found = dom.rsplit('<pre id="measured">', 1)[1].split("</pre>", 1)[0]
+    return json.loads(html.unescape(found))
