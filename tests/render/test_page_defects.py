@@ -182,3 +182,22 @@ def test_raw_numbers_in_free_text_are_made_readable() -> None:
     # identifiers, versions and short numbers are left alone
     same = "aten.mm.default at layer1.0 ran 12 times, torch 2.13.0, 512 bytes"
     assert humanize_text(same) == same
+
+
+def test_index_comparison_row_shows_ratio_and_verdict_with_the_why() -> None:
+    decided = samples.comparison(check_passed=True)
+    latency = decided.deltas[0]
+    assert latency.ratio is not None and latency.candidate.value is not None
+    assert latency.baseline.value is not None
+    # 6.845 ms / 12.38 ms = 0.5528 -> "ratio 0.553", the CI [0.536, 0.569] excludes 1: faster
+    assert f"{latency.candidate.value / latency.baseline.value:.3g}" == "0.553"
+    withheld = samples.comparison(check_passed=False)
+    page = render_index([decided, withheld], title="t")
+    body = page[page.index("<tbody>") : page.index("</tbody>")]
+    rows = [" ".join(_text(row)) for row in body.split("</tr>")[:2]]
+    assert "warmed_latency candidate: 6.85 ms ratio 0.553 (faster)" in rows[0]
+    # no ratio, and the reason beside an undecided verdict
+    assert "peak_rss candidate: — no ratio (not comparable: candidate child exited" in rows[0]
+    # a withheld delta shows no ratio at all (never read as a gain), only why it is withheld
+    assert "warmed_latency candidate: 6.85 ms withheld: output check failed" in rows[1]
+    assert "0.553" not in rows[1]

@@ -150,9 +150,15 @@ def _headlines(report: AnyReport) -> list[Headline]:
 
 def _verdict_note(delta: Any) -> str:
     """``ratio 1.27 (slower)``: the comparison's row says what the candidate's number means."""
+    if delta.withheld or delta.verdict == "withheld":  # no ratio: never read as a gain or loss
+        return f"withheld: {delta.reason}" if delta.reason else "withheld"
     ratio = f"ratio {delta.ratio:.3g}" if delta.ratio is not None else "no ratio"
-    why = f": {delta.reason}" if delta.reason and delta.verdict == "inconclusive" else ""
-    return f"{ratio} ({delta.verdict}{why})"
+    why = f": {delta.reason}" if delta.reason and delta.verdict in _UNDECIDED else ""
+    return f"{ratio} ({str(delta.verdict).replace('_', ' ')}{why})"
+
+
+# verdicts that say nothing about the candidate without their reason beside them
+_UNDECIDED = frozenset({"inconclusive", "not_comparable"})
 
 
 def _kind_label(report: AnyReport) -> str:

@@ -56,6 +56,19 @@ def bf16_cpu_note(config: Any, cpuinfo: str | None = None) -> str:
     )
 
 
+def with_bf16_note(comparison: Any, note: str) -> Any:
+    """The comparison with :func:`bf16_cpu_note` as an info diagnostic: its page says it too."""
+    from ..report import Diagnostic
+
+    diagnostic = Diagnostic(
+        code="bf16_without_matrix_units",
+        severity="info",
+        metric="latency.warmed",
+        message=note.removeprefix("note: "),
+    )
+    return comparison.model_copy(update={"diagnostics": [*comparison.diagnostics, diagnostic]})
+
+
 def run(ctx: StageContext) -> None:
     from ..pipeline.candidate import compare_configured_candidate
 
@@ -67,6 +80,7 @@ def run(ctx: StageContext) -> None:
     note = bf16_cpu_note(ctx.config)
     if note:
         ctx.headline.append(note)
+        comparison = with_bf16_note(comparison, note)
     ctx.write_report(comparison)
     ctx.write_report(result.diff, "compare_diff")
     ctx.write_metrics(result.metrics())
