@@ -201,3 +201,16 @@ def test_index_comparison_row_shows_ratio_and_verdict_with_the_why() -> None:
     # a withheld delta shows no ratio at all (never read as a gain), only why it is withheld
     assert "warmed_latency candidate: 6.85 ms withheld: output check failed" in rows[1]
     assert "0.553" not in rows[1]
+
+
+def test_index_says_why_a_cpu_run_predicts_for_cuda() -> None:
+    prediction = samples.prediction_report()
+    assert prediction.device == "cuda"  # the pipeline's predict.device default
+    page = render_index([prediction, samples.analysis_report()], title="t")
+    body = page[page.index("<tbody>") : page.index("</tbody>")]
+    row = " ".join(_text(body.split("</tr>")[0]))
+    # 9,439,232 B = 9.00 MiB (render_samples.prediction_report's parts)
+    assert "predicted peak (cuda): 9.00 MiB CUDA's allocator, predicted on fake tensors" in row
+    assert "no GPU needed" in row
+    cpu = prediction.model_copy(update={"device": "cpu"})
+    assert "no GPU needed" not in render_index([cpu, samples.analysis_report()], title="t")

@@ -142,7 +142,10 @@ def _headlines(report: AnyReport) -> list[Headline]:
     if isinstance(report, ReportDiff):
         return [Headline(f"{name} after", d.after) for name, d in list(report.totals.items())[:3]]
     if isinstance(report, PredictionReport):
-        return [Headline(f"predicted peak ({report.device})", report.peak)]
+        # a CUDA target on a CPU-only run is on purpose (predict.device): say so on the line
+        note = "CUDA's allocator, predicted on fake tensors: no GPU needed"
+        cuda = report.device.startswith("cuda")
+        return [Headline(f"predicted peak ({report.device})", report.peak, note if cuda else "")]
     return [
         Headline(f"{d.metric} candidate", d.candidate, _verdict_note(d)) for d in report.deltas[:3]
     ]
