@@ -229,7 +229,9 @@ def _failed_note(jobs: list[dict[str, Any]], axes: list[str]) -> Markup:
     for job in failed[:20]:
         values = job.get("axes") or {}
         where = ", ".join(f"{k}={values.get(k, '')}" for k in axes)
-        items.append(f"job {job['job']} ({where}) {job.get('status')}: {job.get('error') or '?'}")
+        error = str(job.get("error") or "?")
+        error = error if len(error) <= 160 else error[:159] + "…"  # the table has it whole
+        items.append(f"job {job['job']} ({where}) {job.get('status')}: {error}")
     more = f"; … {len(failed) - 20} more (the table lists every job)" if len(failed) > 20 else ""
     return Markup('<p class="chart-note failed-jobs">Not drawn, {}: {}{}.</p>').format(
         f"{len(failed)} job(s) not completed", "; ".join(items), more
