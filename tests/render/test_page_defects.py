@@ -11,6 +11,7 @@ from torchscan_stages.render import render_index, render_report
 from torchscan_stages.render.common import setting_text
 from torchscan_stages.report import (
     BenchmarkReport,
+    Diagnostic,
     ExecutionRecord,
     MemorySection,
     MetricResult,
@@ -138,8 +139,7 @@ def test_by_module_sections_say_whether_children_are_included() -> None:
 
 
 def test_index_shows_shared_provenance_once() -> None:
-    reports = [_memory_report(), _rss_report(), samples.analysis_report()]
-    page = render_index(reports)
+    page = render_index([_memory_report(), _rss_report(), samples.analysis_report()])
     lines = _text(page)
     # the environment table (cpu model ...) appears once, not once per report
     assert lines.count("Example CPU @ 2.40GHz") == 1
@@ -214,3 +214,17 @@ def test_index_says_why_a_cpu_run_predicts_for_cuda() -> None:
     assert "no GPU needed" in row
     cpu = prediction.model_copy(update={"device": "cpu"})
     assert "no GPU needed" not in render_index([cpu, samples.analysis_report()], title="t")
+
+
+def test_index_comparison_row_carries_the_info_note_on_its_metric() -> None:
+    note = "bf16 on a CPU without bf16 matrix units: expect the candidate to be slower"
+    sample = samples.comparison(check_passed=True)
+    info = Diagnostic(code="bf16_without_matrix_units", severity="info",
+                      metric="warmed_latency", message=note)  # fmt: skip
+    noted = sample.model_copy(update={"diagnostics": [*sample.diagnostics, info]})
+    page = render_index([noted, samples.analysis_report()], title="t")
+    body = page[page.index("<tbody>") : page.index("</tbody>")]
+    row = " ".join(_text(body.split("</tr>")[0]))
+    # beside its own metric only: peak_rss keeps just its verdict
+    assert f"6.85 ms ratio 0.553 (faster); {note}" in row
+    assert row.count(note) == 1

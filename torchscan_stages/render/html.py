@@ -146,8 +146,19 @@ def _headlines(report: AnyReport) -> list[Headline]:
         note = "CUDA's allocator, predicted on fake tensors: no GPU needed"
         cuda = report.device.startswith("cuda")
         return [Headline(f"predicted peak ({report.device})", report.peak, note if cuda else "")]
+    # an info diagnostic naming a delta's metric (e.g. bf16 on a CPU without bf16 matrix
+    # units: expect slower) is what a reader of that row needs beside the verdict
+    infos: dict[str, list[str]] = {}
+    for diag in report.diagnostics:
+        if diag.severity == "info" and diag.metric:
+            infos.setdefault(diag.metric, []).append(diag.message)
     return [
-        Headline(f"{d.metric} candidate", d.candidate, _verdict_note(d)) for d in report.deltas[:3]
+        Headline(
+            f"{d.metric} candidate",
+            d.candidate,
+            "; ".join([_verdict_note(d), *infos.get(d.metric, [])]),
+        )
+        for d in report.deltas[:3]
     ]
 
 
