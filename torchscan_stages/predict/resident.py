@@ -31,7 +31,12 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from ..analysis.packed_params import holds_packed_weights, packed_tensors, storage_bytes
+from ..analysis.packed_params import (
+    holds_packed_weights,
+    inner_storages,
+    packed_tensors,
+    storage_bytes,
+)
 from ..report import Diagnostic
 from .allocator import AllocatorModel
 
@@ -152,6 +157,8 @@ class Residents:
     def fake_of(self, real: torch.Tensor, category: str = "inputs") -> torch.Tensor:
         """The one fake copy of ``real`` (memoised; views share their fake storage)."""
         if not _plain(real) or real.device.type == "meta":
+            for inner in inner_storages(real):  # a quantized subclass (torchao) stays real;
+                self.fake_of(inner, category)  # its int8/fp8 storages are counted as its own
             return real  # fake already, or a subclass (DTensor...) that does its own dispatch
         known = self._fakes.get(id(real))
         if known is not None and known[0] is real:
