@@ -52,6 +52,12 @@ def _check(model: nn.Module, flops: int, products: int, storage: int) -> None:
     crawled = crawl_module(model, (K,), dtype=torch.bfloat16)
     assert crawled.totals.parameters.value == K * N + N  # 2,080 logical values
     assert crawled.totals.parameter_bytes.value == storage
+    # one row: 64 x 32 = 2,048 MACs; the float formula 2 x 2,048 + 32 bias = 4,128 is only a
+    # lower bound of the module's FLOPs (the dequantisation is the kernel's, not the formula's)
+    assert crawled.totals.macs.is_complete and crawled.totals.macs.value == K * N
+    lower = crawled.totals.module_flops
+    assert lower.status == "partial" and lower.known_value == 2 * K * N + N
+    assert any(d.code == "formula_partial" for d in crawled.diagnostics)
     with torch.no_grad():
         predicted = predict_peak_memory(lambda: model(x), device="cpu")
         measured = measure_peak_memory(lambda: model(x)).memory
