@@ -72,9 +72,10 @@ def _inner(tensor: torch.Tensor) -> list[torch.Tensor]:
 
 
 def inner_storages(tensor: torch.Tensor) -> list[torch.Tensor]:
-    """The plain tensors a quantized tensor subclass keeps its values in (torchao's
-    ``qdata``, ``scale``, ``zero_point``), when any holds another dtype than the one the
-    subclass presents; empty for a plain tensor and for a same-dtype wrapper (DTensor)."""
+    """The plain tensors a wrapper subclass keeps its values in, when any holds another dtype
+    than the one the subclass presents (torchao's ``qdata``, ``scale``, ``zero_point``; a
+    jagged nested tensor's values and int64 offsets): its storage is theirs. Empty for a
+    plain tensor and for a same-dtype wrapper (DTensor's local shard)."""
     if not is_traceable_wrapper_subclass(tensor):
         return []
     inner = _inner(tensor)
