@@ -152,6 +152,7 @@ class Residents:
         self._leaf_grads: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
         self._swapped: set[int] = set()
         self.packed_modules: list[str] = []  # class names of quantized modules counted by value
+        self.packed_bytes = 0  # their packed weights' bytes, resident parameters
 
     # ---------------------------------------------------------------------- fake copies
     def fake_of(self, real: torch.Tensor, category: str = "inputs") -> torch.Tensor:
@@ -184,16 +185,14 @@ class Residents:
             self.storages[id(storage)] = (category, nbytes, storage)
 
     def _count_packed(self, module: torch.nn.Module) -> None:
-        """A quantized module's packed weights and biases, as frozen parameters: each storage
-        once, by its bytes plus a per-channel tensor's scales and zero points. They stay real
-        (the quantized operators read them through TorchBind, which no fake copy reaches)."""
+        """A quantized module's packed weights and biases, as frozen parameters, by their
+        bytes plus a per-channel tensor's scales and zero points (once per module: a module
+        is swapped once). They stay real (the quantized operators read them through
+        TorchBind, which no fake copy reaches); the unpacked copies are not kept."""
         self.packed_modules.append(type(module).__name__)
         for tensor in packed_tensors(module):
-            storage = tensor.untyped_storage()
-            if id(storage) not in self.storages:
-                extra = storage_bytes(tensor) - tensor.numel() * tensor.element_size()
-                nbytes = self.allocator.rounded(storage.nbytes()) + extra
-                self.storages[id(storage)] = ("parameters", nbytes, storage)
+            extra = storage_bytes(tensor) - tensor.numel() * tensor.element_size()
+            self.packed_bytes += self.allocator.rounded(tensor.untyped_storage().nbytes()) + extra
 
     def notes(self) -> list[Diagnostic]:
         """Say how packed quantized weights were counted, when some were."""
@@ -218,6 +217,7 @@ class Residents:
     def by_category(self) -> dict[str, int]:
         """Resident bytes per category, each storage once (after the host-counter rule)."""
         totals = dict.fromkeys(RESIDENT_CATEGORIES, 0)
+        totals["parameters"] = self.packed_bytes
         for category, nbytes, _ in self.storages.values():
             totals[category] += nbytes
         return totals
