@@ -9,6 +9,7 @@ clock; the compile counts are real torch.compile (backend ``eager``: fast, same 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,20 @@ from torchscan_stages.stages.compare import compile_text
 ROOT = Path(__file__).resolve().parents[2]
 COMPILE_S, CALL_S = 2.5, 1e-3
 _MADE = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _dynamo_counters_as_found() -> Iterator[None]:
+    """Dynamo's process-wide counters put back after each test: a later test in this process
+    reads "this process compiled code" from them (``compiled_code_eager``), and the frames
+    compiled here belong to functions no one can call any more."""
+    from torch._dynamo.utils import counters
+
+    saved = {key: dict(values) for key, values in counters.items()}
+    yield
+    counters.clear()
+    for key, values in saved.items():
+        counters[key].update(values)
 
 
 def _passed(base: Any, cand: Any) -> bool:
