@@ -11,12 +11,12 @@ first call (compile + one run) is recorded on its own (``comparison.compile``, s
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..report import BenchmarkComparison, CheckResult, CompileRecord, Diagnostic, ReportDiff
+from ..workloads import compiled_frames
 
 
 @dataclass(frozen=True)
@@ -40,12 +40,6 @@ class CandidateComparison:
         if record is not None and record.first_call.is_complete:
             metrics["compile_first_call_s"] = record.first_call.value
         return metrics
-
-
-def compiled_frames() -> int:
-    """Frames Dynamo has compiled in this process (0 when Dynamo was never loaded)."""
-    dynamo = sys.modules.get("torch._dynamo")
-    return 0 if dynamo is None else int(dynamo.utils.counters["frames"].get("ok", 0))
 
 
 class CompileWatch:
