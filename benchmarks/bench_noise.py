@@ -29,6 +29,7 @@ the script prints the load it saw.
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import time
@@ -39,7 +40,7 @@ from typing import Any
 
 import psutil
 import torch
-from noise_pressure import PRESSURES, pressure_table, pyperf_note
+from noise_pressure import PAIRS, PRESSURES, pressure_table, pyperf_note
 from torch.utils.benchmark import Timer
 
 from torchscan_stages.compare.benchmarks import compare_benchmarks
@@ -260,14 +261,24 @@ def main() -> None:
         default=None,
         help="with --table: comma-separated N or Nn (niced), e.g. 0,2,4n,16 (default: all)",
     )
+    parser.add_argument(
+        "--pairs", default=None, help="with --table: comma-separated pair names, e.g. A/A,1.3x"
+    )
+    parser.add_argument("--json", default=None, help="with --table: also write the rows here")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.table:
         chosen = PRESSURES
         if args.pressures:
             chosen = tuple((int(x.rstrip("n")), x.endswith("n")) for x in args.pressures.split(","))
+        pairs = PAIRS
+        if args.pairs:
+            pairs = tuple(p for p in PAIRS if p[0] in args.pairs.split(","))
         _host("pressure table")
-        pressure_table(args.runs, busy, cpu_load, chosen)
+        rows = pressure_table(args.runs, busy, cpu_load, chosen, pairs)
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as handle:
+                json.dump(rows, handle, indent=1)
         print(pyperf_note())
         _host("after the table")
         return
