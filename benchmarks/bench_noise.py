@@ -101,7 +101,8 @@ def cpu_load(processes: int, limit_s: float, *, niced: bool = False) -> Iterator
     ``limit_s`` and terminated on exit."""
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     workers = [
-        context.Process(target=_spin, args=(limit_s, niced), daemon=True) for _ in range(processes)
+        context.Process(target=_spin, args=(limit_s, niced), daemon=True)  # type: ignore[attr-defined]
+        for _ in range(processes)
     ]
     for worker in workers:
         worker.start()
@@ -268,10 +269,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.table:
-        chosen = PRESSURES
+        chosen: tuple[tuple[int, bool], ...] = PRESSURES
         if args.pressures:
             chosen = tuple((int(x.rstrip("n")), x.endswith("n")) for x in args.pressures.split(","))
-        pairs = PAIRS
+        pairs: tuple[tuple[str, float], ...] = PAIRS
         if args.pairs:
             pairs = tuple(p for p in PAIRS if p[0] in args.pairs.split(","))
         _host("pressure table")

@@ -109,7 +109,11 @@ def overhead_rounds(
     median of 9 moved by more than its IQR between two loaded runs."""
     plain = plain_forward(model, x)
     rng = random.Random(seed)
-    plain_s, tool_s, wall_ratios, ratios, switches = [], [], [], [], []
+    plain_s: list[float] = []
+    tool_s: list[float] = []
+    wall_ratios: list[float] = []
+    ratios: list[float] = []
+    switches: list[int] = []
     begun = time.perf_counter()
     while len(ratios) < repeats or (
         time.perf_counter() - begun < OVERHEAD_BUDGET_S and len(ratios) < OVERHEAD_MAX_ROUNDS
