@@ -21,12 +21,20 @@ from torchscan_stages.predict import predict_peak_memory
 
 pytest.importorskip("transformers")
 
-from torchscan_stages.integrations.hf_families import (  # noqa: E402
-    _DECODER,
-    D,
-    V,
-    Family,
-)
+from torchscan_stages.integrations.hf_families import D, Family, V
+
+_DECODER = {
+    "hidden_size": D,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 64,
+    "vocab_size": V,
+    "max_position_embeddings": 64,
+    "pad_token_id": 0,
+    "bos_token_id": 0,
+    "eos_token_id": 0,
+}
 
 FAMILIES = {
     "qwen2": Family("Qwen2Config", _DECODER, "AutoModelForCausalLM"),
