@@ -38,7 +38,7 @@ def _advice(error: Exception) -> str:
             "outside the step and close over it: tensors that exist before the step are "
             "read for real; pass data-dependent sizes in as Python ints; or, for routing "
             "whose sizes are bounded by shapes (top-k experts: at most tokens x k rows), "
-            "predict a step that uses that bound explicitly"
+            "predict the bound with predict_peak_memory(..., routing='worst_case')"
         )
     return (
         "it has no usable fake (meta) kernel in this torch version; the prediction cannot "
