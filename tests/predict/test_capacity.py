@@ -76,3 +76,31 @@ def test_capacity_is_required_and_checked() -> None:
         max_batch_size(_mlp_step, device="cpu")  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="capacity_bytes"):
         max_batch_size(_mlp_step, capacity_bytes=0, device="cpu")
+
+
+def _wide_step(batch: int) -> Callable[[], None]:
+    def step() -> None:
+        model = nn.Sequential(nn.Linear(64, 1024), nn.ReLU(), nn.Linear(1024, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.randn(batch, 256, 64)).pow(2).mean().backward()
+        optimizer.step()
+
+    return step
+
+
+@pytest.mark.parametrize("extra", [0, 1000])
+def test_an_activation_bound_affine_peak_is_settled_in_three_probes(extra: int) -> None:
+    peaks = {b: predict_peak_memory(_wide_step(b), device="cpu").peak.value for b in (1, 7, 8)}
+    # per sample: three 256 x 1024 fp32 hidden tensors (1 MiB each) and the 256 x 64 input
+    per_sample = 3 * 256 * 1024 * 4 + 256 * 64 * 4
+    assert peaks[8] - peaks[7] == per_sample and peaks[7] - peaks[1] == 6 * per_sample
+    search = max_batch_size(_wide_step, capacity_bytes=peaks[7] + extra, device="cpu")
+    # the first probe's activations, temporaries and other bytes aim at batch 7; the search
+    # then predicts 7 and 8 directly: three probes, each the direct prediction
+    assert search.batch == 7
+    assert [(p.batch, p.peak.value) for p in search.probes] == [
+        (1, peaks[1]),
+        (7, peaks[7]),
+        (8, peaks[8]),
+    ]
+    assert [p.fits for p in search.probes] == [True, True, False]

@@ -3,11 +3,16 @@
 The capacity is always the caller's input, never a default: how much of a device's memory
 a job may use (other processes, the CUDA context, NCCL buffers, fragmentation headroom) is
 the owner's call. Each probe is one full prediction (``predict_peak_memory``, or
-``predict_sharded_peak_memory`` with ``world_size``), so the search keeps probes few: it
-brackets the answer by doubling, then narrows the bracket by interpolation on the predicted
-peaks (a transformer step's peak is close to affine in the batch), falling back to
-bisection whenever interpolation would not shrink the bracket. It ends only with two direct
-predictions side by side: the returned batch fits and the next one does not.
+``predict_sharded_peak_memory`` with ``world_size``), so the search keeps probes few. The
+first probe's breakdown at its peak says how many of its bytes grow with the batch
+(activations, temporaries, other); the search aims at the batch those bytes extrapolate to
+and probes it and its successor, which ends an affine curve (a transformer step's peak is
+affine in the batch at a fixed sequence) in three probes. An aim that misses only costs
+probes: the search then brackets by doubling or extrapolating the real probes, narrows by
+interpolation, falls back to bisection whenever interpolation would not shrink the
+bracket, and ends only with two direct predictions side by side: the returned batch fits
+and the next one does not. The aim chooses where to probe; it is never reported as a
+probe, and every reported peak is a prediction of its own.
 
 Monotonicity is checked, not assumed: if a larger batch ever predicts a smaller peak, the
 search stops with a warning ``non_monotonic_peak`` naming both probes and returns no batch
@@ -62,6 +67,11 @@ class BatchSearch(BaseModel):
     diagnostics: list[Diagnostic] = Field(default_factory=list)
 
 
+# the categories of a peak breakdown whose bytes grow with the batch (the rest: weights,
+# their gradients, optimizer state and FSDP2's gathered copies and comm buffers do not)
+BATCH_CATEGORIES = ("activations", "temporaries", "other")
+
+
 def _check_int(value: Any, name: str, minimum: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
@@ -77,6 +87,7 @@ class _Search:
         self.probes: list[BatchProbe] = []
         self.by_batch: dict[int, BatchProbe] = {}
         self.diagnostics: list[Diagnostic] = []
+        self.growing: dict[int, int] = {}  # batch -> bytes at its peak that grow with it
 
     def probe(self, batch: int) -> BatchProbe:
         if batch in self.by_batch:
@@ -87,7 +98,23 @@ class _Search:
         )
         self.probes.append(probe)
         self.by_batch[batch] = probe
+        parts = [report.by_category.get(name) for name in BATCH_CATEGORIES]
+        values = [int(p.known_value) for p in parts if p is not None and p.known_value is not None]
+        if len(values) == len(parts):
+            self.growing[batch] = sum(values)
         return probe
+
+    def aim(self, start: int, limit: int) -> int | None:
+        """The batch the first probe's batch-growing bytes extrapolate to (``None``: they
+        are unknown or zero); only where to probe next, never a result."""
+        first = self.by_batch[start].peak.known_value
+        growing = self.growing.get(start, 0)
+        if first is None or growing <= 0 or limit <= start:
+            return None
+        # rounded, not floored: on an exactly affine curve the growing bytes can exceed the
+        # slope by a few bytes (a batch-independent scalar), and a floor would aim one short
+        guess = start + round((self.capacity - first) * start / growing)
+        return min(max(guess, start + 1), limit)
 
     def monotonic(self) -> bool:
         """Known peaks never fall as the batch grows; a warning names the first fall."""
@@ -205,6 +232,16 @@ def _bracket_and_narrow(search: _Search, start: int, limit: int) -> int | None:
         return None
     low, high = start, None
     candidate = start
+    aimed = search.aim(start, limit)
+    if aimed is not None:
+        found = _probe_pair(search, aimed, limit)
+        if found is None:
+            return None
+        low, high = max(low, found[0]), found[1]
+        candidate = low
+        if high is None and low == limit:
+            search.diagnostics.append(_limit_fits(limit))
+            return limit
     while high is None:
         candidate = min(_grow(search, low, candidate), limit)
         probe = search.probe(candidate)
@@ -213,15 +250,7 @@ def _bracket_and_narrow(search: _Search, start: int, limit: int) -> int | None:
         if probe.fits:
             low = candidate
             if candidate == limit:
-                search.diagnostics.append(
-                    Diagnostic(
-                        code="limit_fits",
-                        severity="info",
-                        metric="batch",
-                        message=f"the search limit, batch {limit}, still fits; larger "
-                        "batches were not probed",
-                    )
-                )
+                search.diagnostics.append(_limit_fits(limit))
                 return limit
         else:
             high = candidate
@@ -241,6 +270,48 @@ def _bracket_and_narrow(search: _Search, start: int, limit: int) -> int | None:
                 return None
             low, high = (side, high) if neighbour.fits else (low, side)
     return low
+
+
+def _limit_fits(limit: int) -> Diagnostic:
+    return Diagnostic(
+        code="limit_fits",
+        severity="info",
+        metric="batch",
+        message=f"the search limit, batch {limit}, still fits; larger batches were not probed",
+    )
+
+
+def _probe_pair(search: _Search, aimed: int, limit: int) -> tuple[int, int | None] | None:
+    """Probe the aimed batch, then the neighbour that would settle it (its successor if it
+    fits, its predecessor if not) when the line through the first probe and the aimed one
+    agrees the answer is there: ``(largest fitting, smallest failing or None)`` known after,
+    or ``None`` when a probe cannot decide or the curve falls."""
+    probe = search.probe(aimed)
+    if search.undecided(probe) or not search.monotonic():
+        return None
+    fitting = max(b for b, p in search.by_batch.items() if p.fits and b <= aimed)
+    if probe.fits:
+        if aimed == limit or _line_answer(search, aimed) != aimed:
+            return aimed, None  # the aim fell short: the bracketing extrapolates from here
+        successor = search.probe(aimed + 1)
+        if search.undecided(successor) or not search.monotonic():
+            return None
+        return (aimed + 1, None) if successor.fits else (aimed, aimed + 1)
+    if aimed - 1 > fitting and _line_answer(search, aimed) == aimed - 1:
+        predecessor = search.probe(aimed - 1)
+        if search.undecided(predecessor) or not search.monotonic():
+            return None
+        return (aimed - 1, aimed) if predecessor.fits else (fitting, aimed - 1)
+    return fitting, aimed
+
+
+def _line_answer(search: _Search, batch: int) -> int | None:
+    """The largest batch the line through the smallest probe and ``batch``'s says fits."""
+    first = min(search.by_batch)
+    a, b = search.by_batch[first].peak.known_value, search.by_batch[batch].peak.known_value
+    if a is None or b is None or b <= a or batch == first:
+        return None
+    return first + int((search.capacity - a) * (batch - first) / (b - a))
 
 
 def _grow(search: _Search, low: int, last: int) -> int:
