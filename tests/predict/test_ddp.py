@@ -96,3 +96,28 @@ def test_bad_arguments_are_named() -> None:
         predict_ddp_peak_memory(_mlp_step(), world_size=2, rank=2, device="cpu")
     with pytest.raises(TypeError, match="step"):
         predict_ddp_peak_memory(None, world_size=2)  # type: ignore[arg-type]
+
+
+def test_max_batch_size_searches_a_ddp_step() -> None:
+    from torchscan_stages.predict.capacity import max_batch_size
+
+    def factory(batch: int) -> Callable[[Any], None]:
+        def step(wrap: Any) -> None:
+            model = wrap(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10)))
+            model(torch.randn(batch, 256)).pow(2).mean().backward()
+
+        return step
+
+    def direct(batch: int) -> int:
+        value = predict_ddp_peak_memory(factory(batch), world_size=2, device="cpu").peak.value
+        assert isinstance(value, int)
+        return value
+
+    capacity = direct(20)  # batch 20 fits exactly; 21 adds at least one 512-float row
+    search = max_batch_size(
+        factory, capacity_bytes=capacity, device="cpu", world_size=2, sharding="ddp"
+    )
+    assert search.batch == 20
+    assert search.curve[20].value == capacity and search.curve[21].value == direct(21)
+    with pytest.raises(ValueError, match="sharding"):
+        max_batch_size(factory, capacity_bytes=capacity, world_size=2, sharding="tp")

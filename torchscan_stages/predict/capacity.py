@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..provenance import Provenance, build_provenance
 from ..report import Diagnostic, MetricResult, PredictionReport
+from .ddp import predict_ddp_peak_memory
 from .peak import predict_peak_memory
 from .sharded import predict_sharded_peak_memory
 
@@ -168,6 +169,7 @@ def max_batch_size(
     capacity_bytes: int,
     device: str = "cuda",
     world_size: int | None = None,
+    sharding: str = "fsdp2",
     start: int = 1,
     limit: int = 1 << 20,
     name: str | None = None,
@@ -176,8 +178,9 @@ def max_batch_size(
 
     ``step_factory(batch)`` returns the workload of :func:`predict_peak_memory` (a
     zero-argument step) or, with ``world_size``, the ``step(mesh)`` of
-    :func:`predict_sharded_peak_memory` (one rank of an FSDP2 world). ``capacity_bytes`` is
-    the owner's usable memory per device, in bytes; there is no default.
+    :func:`predict_sharded_peak_memory` (one rank of an FSDP2 world), or with
+    ``sharding="ddp"`` the ``step(wrap)`` of :func:`predict_ddp_peak_memory`.
+    ``capacity_bytes`` is the owner's usable memory per device, in bytes; there is no default.
     """
     capacity = _check_int(capacity_bytes, "capacity_bytes", 1)
     _check_int(start, "start", 1)
@@ -186,11 +189,17 @@ def max_batch_size(
         raise TypeError(f"step_factory must be a callable taking the batch, got {step_factory!r}")
     if world_size is not None:
         _check_int(world_size, "world_size", 1)
+    if sharding not in ("fsdp2", "ddp"):
+        raise ValueError(f"sharding must be 'fsdp2' or 'ddp', got {sharding!r}")
 
     def predict(batch: int) -> PredictionReport:
         step = step_factory(batch)
         if world_size is None:
             return predict_peak_memory(step, device=device, capacity_bytes=capacity)
+        if sharding == "ddp":
+            return predict_ddp_peak_memory(
+                step, world_size=world_size, device=device, capacity_bytes=capacity
+            )
         return predict_sharded_peak_memory(
             step, world_size=world_size, device=device, capacity_bytes=capacity
         )
