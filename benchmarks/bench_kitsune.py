@@ -24,9 +24,9 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "predict"))
-from predict_models import Block, DecoderShape  # noqa: E402
+from predict_models import Block, DecoderShape
 
-from torchscan_stages import max_batch_size, predict_peak_memory  # noqa: E402
+from torchscan_stages import max_batch_size, predict_peak_memory
 
 SHAPE = DecoderShape(vocab=0, dim=2048, layers=16, heads=16, kv_heads=16, hidden=5632)
 TOKENS = 2048
