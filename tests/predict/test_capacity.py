@@ -104,3 +104,34 @@ def test_an_activation_bound_affine_peak_is_settled_in_three_probes(extra: int) 
         (8, peaks[8]),
     ]
     assert [p.fits for p in search.probes] == [True, True, False]
+
+
+def test_probes_report_the_figure_their_verdict_judged() -> None:
+    """An AdamW step whose peak is in the backward: a steady-state step holds the moments
+    through it, so the headline (steady-state) peak is above the first step's; the search
+    must report and interpolate on that figure, or it reads 'fits=False' under a peak below
+    the capacity and creeps down one batch per probe."""
+
+    def factory(batch: int) -> Callable[[], None]:
+        def step() -> None:
+            model = nn.Sequential(nn.Linear(64, 1024), nn.ReLU(), nn.Linear(1024, 1))
+            optimizer = torch.optim.AdamW(model.parameters())
+            model(torch.randn(batch, 256, 64)).pow(2).mean().backward()
+            optimizer.step()
+
+        return step
+
+    report = predict_peak_memory(factory(7), device="cpu")
+    assert report.headline == "steady_state_peak" and report.steady_state_peak is not None
+    steady = report.steady_state_peak.value
+    assert isinstance(steady, int) and steady > report.peak.value
+    # held through the backward: the two fp32 moments of the 64x1024 + 1024 + 1024 + 1
+    # parameters (270,340 B each) and the four 4-byte step counters
+    assert steady - report.peak.value == 2 * (64 * 1024 + 1024 + 1024 + 1) * 4 + 4 * 4
+    search = max_batch_size(factory, capacity_bytes=steady, device="cpu")
+    assert search.batch == 7
+    for probe in search.probes:
+        assert probe.headline == "steady_state_peak"
+        assert probe.fits == (probe.peak.value + probe.resident_bytes <= steady)
+    assert search.curve[7].value == steady
+    assert len(search.probes) <= 4

@@ -35,7 +35,12 @@ from .sharded import predict_sharded_peak_memory
 
 
 class BatchProbe(BaseModel):
-    """One prediction of the search: the batch, its predicted peak, whether it fits."""
+    """One prediction of the search: the batch, its predicted peak, whether it fits.
+
+    ``peak`` is the figure the prediction's ``fits`` judged (its headline: the steady-state
+    peak where a second step needs more than the first), ``resident_bytes`` what the
+    workload held before it ran; the verdict is ``peak + resident_bytes <= capacity``.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -43,6 +48,13 @@ class BatchProbe(BaseModel):
     peak: MetricResult
     fits: bool | None
     phase_at_peak: str | None = None
+    headline: str = "peak"
+    resident_bytes: int = 0
+
+    def need(self) -> int | None:
+        """Bytes the verdict compares with the capacity (``None``: the peak is unknown)."""
+        value = self.peak.known_value
+        return None if value is None else int(value) + self.resident_bytes
 
 
 class BatchSearch(BaseModel):
@@ -94,8 +106,17 @@ class _Search:
         if batch in self.by_batch:
             return self.by_batch[batch]
         report = self.predict(batch)
+        judged = report.peak
+        if report.headline == "steady_state_peak" and report.steady_state_peak is not None:
+            judged = report.steady_state_peak
+        resident = report.resident_bytes.known_value if report.resident_bytes else None
         probe = BatchProbe(
-            batch=batch, peak=report.peak, fits=report.fits, phase_at_peak=report.phase_at_peak
+            batch=batch,
+            peak=judged,
+            fits=report.fits,
+            phase_at_peak=report.phase_at_peak,
+            headline=report.headline,
+            resident_bytes=int(resident or 0),
         )
         self.probes.append(probe)
         self.by_batch[batch] = probe
@@ -108,7 +129,7 @@ class _Search:
     def aim(self, start: int, limit: int) -> int | None:
         """The batch the first probe's batch-growing bytes extrapolate to (``None``: they
         are unknown or zero); only where to probe next, never a result."""
-        first = self.by_batch[start].peak.known_value
+        first = self.by_batch[start].need()
         growing = self.growing.get(start, 0)
         if first is None or growing <= 0 or limit <= start:
             return None
@@ -155,7 +176,7 @@ class _Search:
     def next_inside(self, low: int, high: int) -> int:
         """The next batch strictly between a fitting ``low`` and a failing ``high``:
         interpolated on the two peaks, clamped inside, bisection if that cannot shrink."""
-        a, b = self.by_batch[low].peak.known_value, self.by_batch[high].peak.known_value
+        a, b = self.by_batch[low].need(), self.by_batch[high].need()
         middle = (low + high) // 2
         if a is None or b is None or b <= a:
             return middle
@@ -317,7 +338,7 @@ def _probe_pair(search: _Search, aimed: int, limit: int) -> tuple[int, int | Non
 def _line_answer(search: _Search, batch: int) -> int | None:
     """The largest batch the line through the smallest probe and ``batch``'s says fits."""
     first = min(search.by_batch)
-    a, b = search.by_batch[first].peak.known_value, search.by_batch[batch].peak.known_value
+    a, b = search.by_batch[first].need(), search.by_batch[batch].need()
     if a is None or b is None or b <= a or batch == first:
         return None
     return first + int((search.capacity - a) * (batch - first) / (b - a))
@@ -327,17 +348,15 @@ def _grow(search: _Search, low: int, last: int) -> int:
     """The next batch while bracketing: doubling until two peaks are known, then one past
     the answer they extrapolate to (growing by at least half, so a sub-affine curve is
     still bracketed in few probes)."""
-    known = sorted(
-        (p for p in search.probes if p.peak.known_value is not None), key=lambda p: p.batch
-    )
+    known = sorted((p for p in search.probes if p.need() is not None), key=lambda p: p.batch)
     doubled = max(last * 2, last + 1)
     if len(known) < 2:
         return doubled
-    a, b = known[-2], known[-1]
-    assert a.peak.known_value is not None and b.peak.known_value is not None
-    slope = (b.peak.known_value - a.peak.known_value) / max(b.batch - a.batch, 1)
+    a, b = known[-2].need(), known[-1].need()
+    assert a is not None and b is not None
+    slope = (b - a) / max(known[-1].batch - known[-2].batch, 1)
     if slope <= 0:
         return doubled
     # one past the extrapolated answer, so the probe is expected to fail and bracket it
-    guess = b.batch + int((search.capacity - b.peak.known_value) / slope) + 1
+    guess = known[-1].batch + int((search.capacity - b) / slope) + 1
     return max(guess, last + max(1, last // 2)) if guess > last else doubled
