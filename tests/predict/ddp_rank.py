@@ -1,6 +1,6 @@
 """One rank of a real DDP step on the gloo backend (CPU), for test_ddp_gloo.py.
 
-Usage: ``python ddp_rank.py RANK WORLD PORT OUT.json``. Joins a real process group on
+Usage: ``python ddp_rank.py RANK WORLD PORT OUT.json [buffers]``. Joins a real process group on
 127.0.0.1:PORT, runs the same ``ddp_step`` the prediction runs, with
 ``DistributedDataParallel`` as its ``wrap``, under ``measure_peak_memory``, and writes this
 rank's measured ``cpu_tracked_tensors`` peak.
@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torchscan_stages.measure.memory import measure_peak_memory
 
 
-def main(rank: int, world: int, port: int, out: str) -> None:
+def main(rank: int, world: int, port: int, out: str, buffers: bool) -> None:
     dist.init_process_group(
         "gloo",
         init_method=f"tcp://127.0.0.1:{port}",
@@ -28,7 +28,7 @@ def main(rank: int, world: int, port: int, out: str) -> None:
         timeout=datetime.timedelta(seconds=120),
     )
     try:
-        step = ddp_step(batch=2, tokens=64)
+        step = ddp_step(batch=2, tokens=64, buffers=buffers)
         report = measure_peak_memory(lambda: step(DistributedDataParallel), device="cpu")
         [cpu] = [r for r in report.memory.results if r.scope == "cpu_tracked_tensors"]
         with open(out, "w", encoding="utf-8") as handle:
@@ -38,4 +38,6 @@ def main(rank: int, world: int, port: int, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    main(
+        int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], "buffers" in sys.argv[5:]
+    )

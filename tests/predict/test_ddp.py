@@ -65,6 +65,28 @@ def test_the_construction_broadcast_is_a_flat_copy_of_the_states() -> None:
     assert ddp.by_category["gradient_buckets"].value == 0
 
 
+def test_every_forward_broadcasts_the_buffers_as_a_flat_copy() -> None:
+    class Stats(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("mean", torch.zeros(65536))
+            self.register_buffer("var", torch.ones(65536))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x
+
+    def step(wrap: Any) -> None:
+        model = wrap(Stats())
+        model(torch.empty(1))
+        model(torch.empty(1))
+
+    ddp = predict_ddp_peak_memory(step, world_size=1, device="cpu")
+    # two 256 KiB buffers and, at construction and before each forward, their flat copy
+    assert ddp.peak.value == 2 * (2 * 65536 * 4) + 4  # + the 1-float input
+    assert ddp.peak.status == "complete"
+    assert ddp.by_category["buffers"].value == 2 * 65536 * 4
+
+
 @pytest.mark.parametrize(
     "option",
     [{"gradient_as_bucket_view": True}, {"static_graph": True}, {"mixed_precision": "bf16"}],

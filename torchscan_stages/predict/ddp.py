@@ -9,21 +9,24 @@ flat buffer per gradient bucket, kept for the module's life. With
 ``gradient_as_bucket_view=False`` (the default) the buckets are copies: each gradient is
 copied into its bucket, all-reduced there and copied back, in place, so nothing else is
 allocated in the step (the collective's own scratch lives in gloo or NCCL, outside torch's
-allocator). Before the first backward the reducer has not rebuilt its buckets, so with
-``find_unused_parameters=False`` one bucket holds every parameter of a dtype and device.
+allocator). Each forward broadcasts the buffers again (``broadcast_buffers=True``, the
+default): the same flat chunks, before the module runs. Before the first backward the
+reducer has not rebuilt its buckets, so with ``find_unused_parameters=False`` one bucket
+holds every parameter of a dtype and device.
 
 So the step takes ``wrap`` where a real run passes ``DistributedDataParallel`` itself:
 ``model = wrap(model, bucket_cap_mb=...)``. In the prediction ``wrap`` returns the module
 unwrapped and, at that moment of the fake run, allocates what DDP would: the broadcast chunks
 (freed at once) and the gradient buckets (alive until the step returns), using torch's own
-bucket assignment (``dist._compute_bucket_assignment_by_size``). The tracker sees them in
-order with everything else, so the peak is the step's, not a sum of separate peaks.
+bucket assignment (``dist._compute_bucket_assignment_by_size``), and hooks the module's
+forward for the buffer broadcasts (the hook is removed afterwards). The tracker sees all of
+it in order with everything else, so the peak is the step's, not a sum of separate peaks.
 
 Options that change memory in ways not modelled here (``gradient_as_bucket_view=True``,
-``static_graph``, ``find_unused_parameters``, ``mixed_precision``, buffers broadcast every
-forward, anything else) make the figures ``partial`` with an ``unmodelled_parallelism``
-warning that names the option. Communication hooks, ``no_sync`` and other DDP methods are
-absent on the unwrapped module; a step that calls them fails and is not predicted.
+``static_graph``, ``find_unused_parameters``, ``mixed_precision``, anything else) make the
+figures ``partial`` with an ``unmodelled_parallelism`` warning that names the option.
+Communication hooks, ``no_sync`` and other DDP methods are absent on the unwrapped module; a
+step that calls them fails and is not predicted.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ class _Wrapped:
     bucket_bytes: list[int] = field(default_factory=list)
     calls: int = 0
     unmodelled: list[str] = field(default_factory=list)
+    hooks: list[Any] = field(default_factory=list)  # per-forward buffer broadcasts
 
 
 def _ownership() -> ShardedOwnership:
@@ -107,10 +111,6 @@ def _make_wrap(done: _Wrapped, world_size: int) -> Callable[..., torch.nn.Module
                     done.unmodelled.append(f"{name}={value!r}")
             elif name not in NEUTRAL_OPTIONS:
                 done.unmodelled.append(f"{name}={value!r}")
-        if options.get("broadcast_buffers", True) and world_size > 1 and any(module.buffers()):
-            done.unmodelled.append(
-                "broadcast_buffers=True with module buffers (flat copies every forward)"
-            )
         ignored = set(getattr(module, "_ddp_params_and_buffers_to_ignore", ()))
         params = [p for n, p in module.named_parameters() if n not in ignored]
         states = [p.detach() for p in params]
@@ -118,6 +118,15 @@ def _make_wrap(done: _Wrapped, world_size: int) -> Callable[..., torch.nn.Module
             states += [b.detach() for n, b in module.named_buffers() if n not in ignored]
         if options.get("init_sync", True) and states:
             _broadcast_chunks(states, dist)
+        buffers = [b for n, b in module.named_buffers() if n not in ignored]
+        if options.get("broadcast_buffers", True) and buffers:
+            # every forward broadcasts the buffers from rank 0 (DDP._sync_buffers): the same
+            # flat chunks, made and freed before the module runs
+            def sync_buffers(*_: Any) -> None:
+                with torch.no_grad():
+                    _broadcast_chunks([b.detach() for b in buffers], dist)
+
+            done.hooks.append(module.register_forward_pre_hook(sync_buffers))
         trained: list[torch.Tensor] = [p for p in params if p.requires_grad]
         if not trained:
             return module
@@ -197,6 +206,8 @@ def predict_ddp_peak_memory(
         )
     finally:
         done.buckets.clear()
+        for hook in done.hooks:
+            hook.remove()  # the user's module is left without the stand-in's hook
     diagnostics += _diagnostics_of(tracker, allocator)
     diagnostics += _ddp_diagnostics(done, world_size, rank, allocator)
     complete = not any(
