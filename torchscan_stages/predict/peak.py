@@ -100,7 +100,7 @@ def _run(
             if lazy is not None:
                 diagnostics.append(lazy)
             snapshot = tracker.finish()
-        diagnostics += [_compiled_as_eager(note) for note in compiled]
+        diagnostics += [_compiled_as_eager(note) for note in compiled] + residents.notes()
     finally:
         residents.restore()
         saved.restore()
