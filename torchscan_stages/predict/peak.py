@@ -15,10 +15,10 @@ from typing import Any
 
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from ..report import Diagnostic, MetricResult, PredictionReport
+from ..report import Diagnostic, PredictionReport
 from ..workloads import eager_compiled_code, lazy_output_diagnostic
 from .allocator import AllocatorModel, allocator_model
-from .assemble import METHOD, PHASES, _result, build_report, diagnostics_of, fits
+from .assemble import build_report
 from .modules import QualifiedModuleStack
 from .ownership import Ownership
 from .parallelism import unmodelled
@@ -63,8 +63,7 @@ def _run(
     tracker = tracker_type(allocator, ownership, modules, modules._name, residents)
 
     def settle(optimizer: Any) -> None:
-        owned = ownership.snapshot(host_step_counters=tracker.host_counters)
-        readded = tracker.settle_host_counters(owned)
+        readded = tracker.settle_host_counters(ownership.host_only(tracker.host_counters))
         if readded:
             diagnostics.append(
                 Diagnostic(
@@ -186,15 +185,3 @@ def predict_peak_memory(
         tracker, snapshot, diagnostics, tracker.residents, allocator, str(device),
         capacity_bytes, name,
     )  # fmt: skip
-
-
-# the single-device pieces predict/sharded.py builds its per-rank report from
-__all__ = ["METHOD", "PHASES", "_diagnostics_of", "_fits", "_result", "_run", "predict_peak_memory"]
-
-
-def _diagnostics_of(tracker: PeakTracker, allocator: AllocatorModel) -> list[Diagnostic]:
-    return diagnostics_of(tracker, allocator)
-
-
-def _fits(peak: MetricResult, capacity: int | None) -> bool | None:
-    return fits(peak, 0, capacity)
