@@ -229,6 +229,16 @@ def build_report(
     )
 
 
+def check_capacity(capacity_bytes: int | None) -> None:
+    """``capacity_bytes`` is None or a positive int of bytes (a bool is refused)."""
+    if capacity_bytes is not None and (
+        not isinstance(capacity_bytes, int)
+        or isinstance(capacity_bytes, bool)
+        or capacity_bytes <= 0
+    ):
+        raise ValueError(f"capacity_bytes must be a positive int of bytes, got {capacity_bytes!r}")
+
+
 def fits(peak: MetricResult, resident: int, capacity: int | None) -> bool | None:
     """Complete: resident + peak <= capacity. A lower bound decides only when it exceeds it."""
     if capacity is None or peak.known_value is None:
@@ -246,6 +256,7 @@ __all__ = [
     "_result",
     "breakdowns",
     "build_report",
+    "check_capacity",
     "diagnostics_of",
     "fits",
     "is_complete",

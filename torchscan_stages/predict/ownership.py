@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -42,21 +42,8 @@ def _key(tensor: Any) -> int | None:
         return None
 
 
-class Assign(Protocol):
-    """The tracker's ``assign_role``: storage key, category, owner, owner's name."""
-
-    def __call__(
-        self,
-        key: int,
-        category: str,
-        owner: Any,
-        name: str,
-        *,
-        timed: bool = False,
-        keep: bool = False,
-        rank: int = 0,
-        master: bool = False,
-    ) -> None: ...
+# the tracker's ``assign_role(key, category, owner, owner's name, *, timed, keep, rank, master)``
+Assign = Callable[..., None]
 
 
 def _ignore(key: int, category: str, owner: Any, name: str, **_: Any) -> None:

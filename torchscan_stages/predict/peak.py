@@ -18,7 +18,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..report import Diagnostic, PredictionReport
 from ..workloads import eager_compiled_code, lazy_output_diagnostic
 from .allocator import AllocatorModel, allocator_model
-from .assemble import build_report
+from .assemble import build_report, check_capacity
 from .modules import QualifiedModuleStack
 from .ownership import Ownership
 from .parallelism import unmodelled
@@ -169,12 +169,7 @@ def predict_peak_memory(
     """
     if not callable(workload):
         raise TypeError(f"workload must be a zero-argument callable, got {type(workload).__name__}")
-    if capacity_bytes is not None and (
-        not isinstance(capacity_bytes, int)
-        or isinstance(capacity_bytes, bool)
-        or capacity_bytes <= 0
-    ):
-        raise ValueError(f"capacity_bytes must be a positive int of bytes, got {capacity_bytes!r}")
+    check_capacity(capacity_bytes)
     allocator = allocator_model(str(device))
     tracker, snapshot, diagnostics = _run(workload, allocator)
     diagnostics += unmodelled(

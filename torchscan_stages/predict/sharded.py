@@ -29,7 +29,15 @@ import torch
 from ..provenance import build_provenance
 from ..report import Diagnostic, MetricResult, PredictionReport
 from .allocator import allocator_model
-from .assemble import METHOD, breakdowns, diagnostics_of, fits, is_complete, peak_result
+from .assemble import (
+    METHOD,
+    breakdowns,
+    check_capacity,
+    diagnostics_of,
+    fits,
+    is_complete,
+    peak_result,
+)
 from .ownership import Ownership
 from .parallelism import UNMODELLED, unmodelled
 from .peak import _run
@@ -302,12 +310,7 @@ def predict_sharded_peak_memory(
     """
     if not callable(step):
         raise TypeError(f"step must be a callable taking the mesh, got {type(step).__name__}")
-    if capacity_bytes is not None and (
-        not isinstance(capacity_bytes, int)
-        or isinstance(capacity_bytes, bool)
-        or capacity_bytes <= 0
-    ):
-        raise ValueError(f"capacity_bytes must be a positive int of bytes, got {capacity_bytes!r}")
+    check_capacity(capacity_bytes)
     allocator = allocator_model(str(device))
     with fake_world(world_size, rank) as mesh:
         tracker, snapshot, diagnostics = _run(
