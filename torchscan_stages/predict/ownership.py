@@ -68,6 +68,7 @@ class Ownership:
         # keys (their == is elementwise); a parameter in it has its gradient hook
         self._params: dict[int, tuple[weakref.ref[torch.Tensor], weakref.ref[torch.nn.Module]]] = {}
         self.parallel = ParallelSeen()  # collectives, subclasses, parallel-package classes
+        self._named: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
 
     def role(self, tensor: Any, category: str, owner: Any, name: str, **how: Any) -> None:
         """Tell the tracker that ``tensor``'s storage is ``category`` of ``owner``."""
@@ -82,12 +83,21 @@ class Ownership:
         return known[1]()
 
     def _adopt(self, module: torch.nn.Module, name: str, param: Any) -> None:
-        """A parameter of ``module``: its role now, its gradient's when it is accumulated."""
+        """A parameter of ``module``: its role now, its gradient's when it is accumulated.
+
+        A parameter two modules share (tied weights) stays with the first that held it.
+        """
         if not isinstance(param, torch.Tensor):
             return
-        self.role(param, "parameters", module, name)
-        if self._owner(param) is module:
+        known = self._params.get(id(param))
+        if known is not None and known[0]() is param:
+            owner = known[1]()
+            if owner is not None and owner is not module:
+                return
+            self._params[id(param)] = (known[0], weakref.ref(module))
+            self.role(param, "parameters", module, name)
             return
+        self.role(param, "parameters", module, name)
         self._params[id(param)] = (weakref.ref(param), weakref.ref(module))
         if param.requires_grad and param.is_leaf and isinstance(param, FakeTensor):
             # only fake parameters: a hook left on a real one would change the user's tensor
@@ -112,7 +122,20 @@ class Ownership:
         self.role(buffer, "buffers", module, type(module).__name__)
 
     def _module_seen(self, module: torch.nn.Module, *_: Any) -> None:
-        """Roles (re)taken under the module's full name each time it runs: O(its tensors)."""
+        """Roles (re)taken under the module's full name each time it runs: O(its tensors).
+
+        The first time a model runs, its descendants get their full names too (once per
+        module: a submodule whose forward never runs, as ``MultiheadAttention.out_proj``,
+        is named after its place, not its type)."""
+        if module in self._named:
+            self._own(module)
+            return
+        for sub in module.modules():
+            if sub not in self._named:
+                self._named.add(sub)
+                self._own(sub)
+
+    def _own(self, module: torch.nn.Module) -> None:
         self._modules.add(module)
         name = self._name(module)
         for param in module._parameters.values():

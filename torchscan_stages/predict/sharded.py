@@ -140,13 +140,13 @@ class ShardedOwnership(Ownership):
             self.offloaded += 1
         self.managed.add(id(sharded))
         self.role(sharded, "parameters", owner, name, rank=1)
-        self.role(sharded.grad, "gradients", owner, name, rank=1)
+        self.role(sharded.grad, "gradients", owner, name, keep=True, rank=1)
         unsharded = getattr(fsdp_param, "_unsharded_param", None)
         if unsharded is None:
             return
         self.managed.add(id(unsharded))
         self.role(unsharded, "unsharded_parameters", owner, name, rank=1)
-        self.role(unsharded.grad, "unsharded_gradients", owner, name, rank=1)
+        self.role(unsharded.grad, "unsharded_gradients", owner, name, keep=True, rank=1)
         known = self._unsharded.get(id(unsharded))
         if known is None or known[0]() is not unsharded:
             self._unsharded[id(unsharded)] = (weakref.ref(unsharded), weakref.ref(fsdp_param))
@@ -159,7 +159,8 @@ class ShardedOwnership(Ownership):
         fsdp_param = known[1]() if known is not None else None
         if fsdp_param is not None:
             owner = fsdp_param._module_info.module
-            self.role(unsharded.grad, "unsharded_gradients", owner, self._name(owner), rank=1)
+            name = self._name(owner)
+            self.role(unsharded.grad, "unsharded_gradients", owner, name, timed=True, rank=1)
 
     def _note_dtensors(self, modules: Iterable[torch.nn.Module]) -> None:
         from torch.distributed.tensor import DTensor

@@ -135,23 +135,33 @@ class PeakTracker(TorchDispatchMode):
 
         A role holds from the storage's creation, as a snapshot taken at the peak would
         have found it, unless ``timed``: then from now on (a gradient accumulated now was a
-        temporary before). ``keep``: only if it has no role yet (a scan that cannot tell
-        when the role began). A role of lower ``rank`` never replaces a higher one.
+        temporary before). ``keep``: not over a role of the same rank (a scan that cannot
+        tell when the role began). A role of lower ``rank`` never replaces a higher one; a
+        higher one takes over the timing of the one it replaces. A storage several modules
+        share (tied weights, FSDP2's flat buffers) stays with the first live owner.
         """
         entry = self._ledger.live.get(key)
         if entry is None:
             return
         roles = entry.roles
         last = roles[-1] if roles else None
-        if last is not None and (keep or rank < last.rank):
-            return
-        module = weakref.ref(owner) if isinstance(owner, torch.nn.Module) else None
-        if last is not None and last.category == category and last.owner == module:
-            last.name, last.master = name, last.master or master
-            return
+        since = entry.created
+        if last is not None:
+            if rank < last.rank or (keep and rank == last.rank):
+                return
+            if rank == last.rank and last.category == category:
+                held = last.owner() if last.owner is not None else None
+                if held is owner or (held is None and last.owner is None and owner is None):
+                    last.name, last.master = name, last.master or master
+                    return
+                if held is not None:
+                    return
+            elif rank > last.rank:
+                since = last.since
         if timed:
             self._seq += 1
-        since = self._seq if timed else entry.created
+            since = self._seq
+        module = weakref.ref(owner) if isinstance(owner, torch.nn.Module) else None
         roles.append(Role(category, module, name, since, rank, master))
 
     # ------------------------------------------------------------------------ accounting
