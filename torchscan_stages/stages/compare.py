@@ -27,6 +27,18 @@ def verdict_text(delta: Any) -> str:
     return str(delta.verdict)
 
 
+def compile_text(record: Any) -> str:
+    """``compile (first call) 12.3 s, inductor: 1 frame compiled, 0 after``: the compile
+    cost on the stage line, apart from the warmed ratio."""
+    first = record.first_call
+    seconds = f"{first.value:.3g} s" if first.value is not None else first.status
+    return (
+        f"compile (first call) {seconds}, {record.backend}: "
+        f"{record.frames_compiled_first_call} frame(s) compiled, "
+        f"{record.frames_compiled_after} after"
+    )
+
+
 def cpu_has_bf16_matrix_units(cpuinfo: str | None = None) -> bool | None:
     """AMX-BF16 or AVX512-BF16 in /proc/cpuinfo's flags; None where it cannot be read."""
     if cpuinfo is None:
@@ -64,6 +76,8 @@ def run(ctx: StageContext) -> None:
     ctx.headline = [f"check {'passed' if comparison.check.passed else 'not passed'}"] + [
         f"{d.metric} ratio {d.ratio:.3g} ({verdict_text(d)})" for d in comparison.deltas if d.ratio
     ]
+    if comparison.compile is not None:
+        ctx.headline.append(compile_text(comparison.compile))
     note = bf16_cpu_note(ctx.config)
     if note:
         ctx.headline.append(note)
