@@ -18,7 +18,7 @@ def _blocks(language: str) -> list[str]:
 
 def test_python_blocks_run() -> None:
     blocks = _blocks("python")
-    assert len(blocks) == 5
+    assert len(blocks) == 6
     namespace: dict[str, object] = {"__name__": "docs_prediction"}
     exec(compile(blocks[0], "docs/prediction.md[block 1]", "exec"), namespace)
     report = namespace["report"]
@@ -26,7 +26,8 @@ def test_python_blocks_run() -> None:
     assert report.peak.status == "complete"  # type: ignore[attr-defined]
     assert report.fits is True  # type: ignore[attr-defined]
     # then the resident-model recipe, worst-case routing, the sharded recipe (one FSDP2 rank
-    # and a max-batch search) and whole-model analysis, in order; asserts inside
+    # and a max-batch search), one DDP rank and whole-model analysis, in file order; asserts
+    # inside
     for number, block in enumerate(blocks[1:], start=2):
         exec(compile(block, f"docs/prediction.md[block {number}]", "exec"), namespace)
     search = namespace["search"]
