@@ -229,6 +229,45 @@ def build_report(
     )
 
 
+def per_rank_report(
+    tracker: PeakTracker,
+    snapshot: PeakSnapshot,
+    diagnostics: list[Diagnostic],
+    allocator: AllocatorModel,
+    *,
+    scheme: tuple[str, tuple[str, ...], list[Diagnostic]],
+    world: tuple[int, int],
+    device: str,
+    capacity_bytes: int | None,
+    name: str | None,
+) -> PredictionReport:
+    """One rank's report of a parallel step (FSDP2, DDP): ``scheme`` is (its name, its
+    categories, its own diagnostics), ``world`` is (world size, rank)."""
+    sharding, categories, found = scheme
+    diagnostics = diagnostics + diagnostics_of(tracker, allocator) + found
+    complete = is_complete(diagnostics)
+    scope = allocator.scope
+    peak = peak_result(tracker, scope, complete)
+    return PredictionReport(
+        name=name,
+        device=device,
+        allocator=allocator.description,
+        rounding_bytes=allocator.rounding_bytes,
+        peak=peak,
+        **breakdowns(tracker, snapshot, scope, complete, categories),
+        preexisting_bytes=MetricResult.complete(
+            tracker.preexisting, unit="bytes", scope="preexisting_tensors", method=METHOD
+        ),
+        capacity_bytes=capacity_bytes,
+        fits=fits(peak, 0, capacity_bytes),
+        diagnostics=diagnostics,
+        provenance=build_provenance(),
+        world_size=world[0],
+        rank=world[1],
+        sharding=sharding,
+    )
+
+
 def check_capacity(capacity_bytes: int | None) -> None:
     """``capacity_bytes`` is None or a positive int of bytes (a bool is refused)."""
     if capacity_bytes is not None and (
@@ -261,4 +300,5 @@ __all__ = [
     "fits",
     "is_complete",
     "peak_result",
+    "per_rank_report",
 ]

@@ -38,18 +38,9 @@ from typing import Any
 
 import torch
 
-from ..provenance import build_provenance
-from ..report import Diagnostic, MetricResult, PredictionReport
+from ..report import Diagnostic, PredictionReport
 from .allocator import allocator_model
-from .assemble import (
-    METHOD,
-    breakdowns,
-    check_capacity,
-    diagnostics_of,
-    fits,
-    is_complete,
-    peak_result,
-)
+from .assemble import check_capacity, per_rank_report
 from .ownership import CATEGORIES
 from .parallelism import UNMODELLED
 from .peak import _run
@@ -212,28 +203,16 @@ def predict_ddp_peak_memory(
         done.buckets.clear()
         for hook in done.hooks:
             hook.remove()  # the user's module is left without the stand-in's hook
-    diagnostics += diagnostics_of(tracker, allocator)
-    diagnostics += _ddp_diagnostics(done, world_size, rank, allocator)
-    complete = is_complete(diagnostics)
-    scope = allocator.scope
-    peak = peak_result(tracker, scope, complete)
-    return PredictionReport(
-        name=name,
+    return per_rank_report(
+        tracker,
+        snapshot,
+        diagnostics,
+        allocator,
+        scheme=("ddp", DDP_CATEGORIES, _ddp_diagnostics(done, world_size, rank, allocator)),
+        world=(world_size, rank),
         device=str(device),
-        allocator=allocator.description,
-        rounding_bytes=allocator.rounding_bytes,
-        peak=peak,
-        **breakdowns(tracker, snapshot, scope, complete, DDP_CATEGORIES),
-        preexisting_bytes=MetricResult.complete(
-            tracker.preexisting, unit="bytes", scope="preexisting_tensors", method=METHOD
-        ),
         capacity_bytes=capacity_bytes,
-        fits=fits(peak, 0, capacity_bytes),
-        diagnostics=diagnostics,
-        provenance=build_provenance(),
-        world_size=world_size,
-        rank=rank,
-        sharding="ddp",
+        name=name,
     )
 
 

@@ -26,18 +26,9 @@ from typing import Any
 
 import torch
 
-from ..provenance import build_provenance
-from ..report import Diagnostic, MetricResult, PredictionReport
+from ..report import Diagnostic, PredictionReport
 from .allocator import allocator_model
-from .assemble import (
-    METHOD,
-    breakdowns,
-    check_capacity,
-    diagnostics_of,
-    fits,
-    is_complete,
-    peak_result,
-)
+from .assemble import check_capacity, per_rank_report
 from .ownership import Ownership
 from .parallelism import UNMODELLED, unmodelled
 from .peak import _run
@@ -322,28 +313,16 @@ def predict_sharded_peak_memory(
         )
     ownership = tracker.ownership
     assert isinstance(ownership, ShardedOwnership)
-    diagnostics += diagnostics_of(tracker, allocator)
-    diagnostics += _sharding_diagnostics(ownership, world_size, rank)
-    complete = is_complete(diagnostics)
-    scope = allocator.scope
-    peak = peak_result(tracker, scope, complete)
-    return PredictionReport(
-        name=name,
+    return per_rank_report(
+        tracker,
+        snapshot,
+        diagnostics,
+        allocator,
+        scheme=("fsdp2", SHARDED_CATEGORIES, _sharding_diagnostics(ownership, world_size, rank)),
+        world=(world_size, rank),
         device=str(device),
-        allocator=allocator.description,
-        rounding_bytes=allocator.rounding_bytes,
-        peak=peak,
-        **breakdowns(tracker, snapshot, scope, complete, SHARDED_CATEGORIES),
-        preexisting_bytes=MetricResult.complete(
-            tracker.preexisting, unit="bytes", scope="preexisting_tensors", method=METHOD
-        ),
         capacity_bytes=capacity_bytes,
-        fits=fits(peak, 0, capacity_bytes),
-        diagnostics=diagnostics,
-        provenance=build_provenance(),
-        world_size=world_size,
-        rank=rank,
-        sharding="fsdp2",
+        name=name,
     )
 
 
