@@ -12,6 +12,9 @@ blocks (``models.scaling_model``, width 16, batch 8) and prints, side by side on
 steps in this one run: our CPU time, torch's private ``MemTracker`` on the same fake step,
 the log-log slope of our CPU time in depth (first to last depth; the first call of the run
 is a warm-up, not timed), and predicted/measured (``measure_peak_memory`` on the real step).
+``--memtracker-up-to N`` (default 400) runs MemTracker only up to N blocks: its own cost
+grows faster than linearly in depth (about 14 CPU-s at 100 blocks on the loaded 2-core
+machine), so the deepest steps would take it many minutes.
 """
 
 from __future__ import annotations
@@ -78,27 +81,32 @@ def _memtracker_seconds(step: Any) -> float:
     return time.process_time() - start
 
 
-def depth(blocks: list[int]) -> None:
+def depth(blocks: list[int], memtracker_up_to: int = 400) -> None:
     """Our CPU time against MemTracker's, the slope in depth, and predicted/measured."""
     from torchscan_stages import measure_peak_memory, predict_peak_memory
 
     torch.set_num_threads(1)
     predict_peak_memory(_depth_step(2), device="cpu")  # warm-up: imports, first dispatch
     ours: list[float] = []
-    print("| blocks | ours CPU s | MemTracker CPU s | predicted / measured |")
-    print("| ---: | ---: | ---: | ---: |")
+    print("| blocks | ours CPU s | MemTracker CPU s | ours / MemTracker | predicted / measured |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
     for n in blocks:
         step = _depth_step(n)
         start = time.process_time()
         report = predict_peak_memory(step, device="cpu")
         ours.append(time.process_time() - start)
-        theirs = _memtracker_seconds(step)
+        theirs = _memtracker_seconds(step) if n <= memtracker_up_to else None
         measured = measure_peak_memory(step).memory.results[0].value  # type: ignore[union-attr]
         ratio = float(report.peak.value) / float(measured)  # type: ignore[arg-type]
-        print(f"| {n:,} | {ours[-1]:.2f} | {theirs:.2f} | {ratio:.4f} |", flush=True)
+        them = "not run" if theirs is None else f"{theirs:.2f}"
+        versus = "-" if theirs is None else f"{ours[-1] / theirs:.2f}"
+        print(f"| {n:,} | {ours[-1]:.2f} | {them} | {versus} | {ratio:.4f} |", flush=True)
+    for i in range(1, len(blocks)):
+        n0, n1, t0, t1 = blocks[i - 1], blocks[i], ours[i - 1], ours[i]
+        print(f"log-log slope {n0} -> {n1} blocks: {math.log(t1 / t0) / math.log(n1 / n0):.3f}")
     if len(blocks) > 1:
         slope = math.log(ours[-1] / ours[0]) / math.log(blocks[-1] / blocks[0])
-        print(f"log-log slope of our CPU time, {blocks[0]} -> {blocks[-1]} blocks: {slope:.2f}")
+        print(f"log-log slope of our CPU time, {blocks[0]} -> {blocks[-1]} blocks: {slope:.3f}")
     print(f"host load average: {os.getloadavg()[0]:.1f} (CPU time, measured under that load)")
 
 
@@ -106,7 +114,12 @@ def main() -> int:
     import tempfile
 
     if "--depth" in sys.argv:
-        depth([int(a) for a in sys.argv[sys.argv.index("--depth") + 1 :]])
+        up_to = 400
+        if "--memtracker-up-to" in sys.argv:
+            at = sys.argv.index("--memtracker-up-to")
+            up_to = int(sys.argv[at + 1])
+            del sys.argv[at : at + 2]
+        depth([int(a) for a in sys.argv[sys.argv.index("--depth") + 1 :]], up_to)
         return 0
 
     from torchscan_stages import measure_peak_rss

@@ -19,8 +19,6 @@ the one FlopCounterMode and torch's own memory trackers build on); it is not dep
 
 from __future__ import annotations
 
-import functools
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +37,12 @@ from ..workloads import (
     lazy_output_diagnostic,
     no_operators_diagnostic,
 )
+from .ledger import Held, StorageLedger, storage_of
+
+
+@dataclass(slots=True)
+class _Held(Held):
+    device_type: str
 
 
 def _is_view_operator(func: Any) -> bool:
@@ -48,18 +52,6 @@ def _is_view_operator(func: Any) -> bool:
     except AttributeError:
         return False
     return any(r.alias_info is not None and not r.alias_info.is_write for r in returns)
-
-
-def storage_of(tensor: torch.Tensor) -> Any | None:
-    """The tensor's storage, or None for tensors without one (e.g. sparse, some subclasses).
-
-    Shared by the measured tracker here and the predicted one in ``predict/tracker.py``:
-    both account memory per storage, never per tensor view.
-    """
-    try:
-        return tensor.untyped_storage()
-    except (RuntimeError, NotImplementedError, TypeError):
-        return None
 
 
 class TrackedTensorMemory(TorchDispatchMode):
@@ -75,8 +67,7 @@ class TrackedTensorMemory(TorchDispatchMode):
         self.peak: dict[str, int] = {}
         self.preexisting: dict[str, int] = {}
         self.untracked: dict[str, int] = {}
-        self._live: dict[int, tuple[weakref.ref[Any], int, str]] = {}
-        self._seen_before: dict[int, weakref.ref[Any]] = {}
+        self._ledger: StorageLedger[_Held] = StorageLedger(self._freed)
         self.grad_modes: set[bool] = set()
         self.tally = WorkTally()  # operator calls and the elements of the work they did
         self._resize: Any = None
@@ -105,39 +96,28 @@ class TrackedTensorMemory(TorchDispatchMode):
         super().__exit__(*exc)
 
     def _resized(self, storage: torch.UntypedStorage) -> None:
-        key = id(storage)
-        entry = self._live.get(key)
-        if entry is None or entry[0]() is not storage or entry[1] == storage.nbytes():
-            return
-        nbytes, device_type = storage.nbytes(), entry[2]
-        self._live[key] = (entry[0], nbytes, device_type)
-        self.current[device_type] = self.current.get(device_type, 0) + nbytes - entry[1]
+        entry = self._ledger.held(id(storage), storage)
+        if entry is not None and entry.nbytes != storage.nbytes():
+            self._count(entry, storage.nbytes())
+
+    def _count(self, entry: _Held, nbytes: int) -> None:
+        """``entry`` now holds ``nbytes``: move its device's current bytes and peak."""
+        device_type = entry.device_type
+        self.current[device_type] = self.current.get(device_type, 0) + nbytes - entry.nbytes
+        entry.nbytes = nbytes
         self.peak[device_type] = max(self.peak.get(device_type, 0), self.current[device_type])
 
-    def _freed(self, key: int, reference: weakref.ref[Any]) -> None:
-        entry = self._live.get(key)
-        if entry is not None and entry[0] is reference:
-            del self._live[key]
-            device_type = entry[2]
-            self.current[device_type] = self.current.get(device_type, 0) - entry[1]
-
-    def _known(self, key: int, storage: Any) -> bool:
-        entry = self._live.get(key)
-        if entry is not None and entry[0]() is storage:
-            return True
-        before = self._seen_before.get(key)
-        return before is not None and before() is storage
+    def _freed(self, key: int, entry: _Held) -> None:
+        device_type = entry.device_type
+        self.current[device_type] = self.current.get(device_type, 0) - entry.nbytes
 
     def _note_input(self, tensor: torch.Tensor) -> None:
         storage = storage_of(tensor)
         if storage is None or storage.device.type == "meta":
             return
-        key = id(storage)
-        if self._known(key, storage):
-            return
-        self._seen_before[key] = weakref.ref(storage)
-        device_type = storage.device.type
-        self.preexisting[device_type] = self.preexisting.get(device_type, 0) + storage.nbytes()
+        if self._ledger.note_before(id(storage), storage):
+            device_type = storage.device.type
+            self.preexisting[device_type] = self.preexisting.get(device_type, 0) + storage.nbytes()
 
     def _note_output(self, tensor: torch.Tensor, operator: str) -> None:
         storage = storage_of(tensor)
@@ -148,19 +128,12 @@ class TrackedTensorMemory(TorchDispatchMode):
         if device_type == "meta":
             return
         key = id(storage)
-        nbytes = storage.nbytes()
-        entry = self._live.get(key)
-        if entry is not None and entry[0]() is storage:
-            if entry[1] != nbytes:  # resized in place: account the new size
-                self._live[key] = (entry[0], nbytes, device_type)
-                self.current[device_type] = self.current.get(device_type, 0) + nbytes - entry[1]
-        elif self._known(key, storage):
-            return
-        else:
-            reference: weakref.ref[Any] = weakref.ref(storage, functools.partial(self._freed, key))
-            self._live[key] = (reference, nbytes, device_type)
-            self.current[device_type] = self.current.get(device_type, 0) + nbytes
-        self.peak[device_type] = max(self.peak.get(device_type, 0), self.current[device_type])
+        entry = self._ledger.held(key, storage)
+        if entry is None:
+            if self._ledger.seen_before(key, storage):
+                return
+            entry = self._ledger.add(key, storage, lambda ref: _Held(ref, 0, device_type))
+        self._count(entry, storage.nbytes())  # new, or resized in place
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if any(getattr(kind, "__name__", None) == "DTensor" for kind in types):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..provenance import build_provenance
 from ..report import Diagnostic, MetricResult, PredictionReport
 from .allocator import AllocatorModel
@@ -146,6 +148,48 @@ def _steady(
     return None, None, "peak"
 
 
+# a diagnostic with one of these codes makes every figure of the run a lower bound
+PARTIAL_CODES = frozenset({"untracked_tensor", "fake_kernel_divergence", UNMODELLED})
+
+
+def is_complete(diagnostics: list[Diagnostic]) -> bool:
+    """No error and nothing unseen or unmodelled: the figures are the step's own."""
+    return not any(d.severity == "error" or d.code in PARTIAL_CODES for d in diagnostics)
+
+
+def peak_result(tracker: PeakTracker, scope: str, complete: bool) -> MetricResult:
+    """The run's peak; unavailable when nothing was counted and the run is not complete."""
+    if tracker.peak == 0 and not complete:
+        return MetricResult.unavailable(unit="bytes", scope=scope, method=METHOD)
+    return _result(tracker.peak, scope, complete)
+
+
+def breakdowns(
+    tracker: PeakTracker,
+    snapshot: PeakSnapshot,
+    scope: str,
+    complete: bool,
+    categories: tuple[str, ...] = CATEGORIES,
+) -> dict[str, Any]:
+    """The report's splits of one run: by category (every one of ``categories``, zeros
+    included), by module (largest first), each phase's own peak, and where the peak was.
+    The single-device and the per-rank (FSDP2) reports are both built from it."""
+    ranked = sorted(snapshot.by_module.items(), key=lambda item: (-item[1], item[0]))
+    return {
+        "by_category": {
+            c: _result(snapshot.by_category.get(c, 0), scope, complete) for c in categories
+        },
+        "by_module": {module: _result(value, scope, complete) for module, value in ranked},
+        "by_phase": {
+            phase: _result(tracker.phase_peaks[phase], scope, complete)
+            for phase in PHASES
+            if phase in tracker.phase_peaks
+        },
+        "phase_at_peak": snapshot.phase,
+        "module_at_peak": snapshot.module,
+    }
+
+
 def build_report(
     tracker: PeakTracker,
     snapshot: PeakSnapshot,
@@ -158,14 +202,9 @@ def build_report(
 ) -> PredictionReport:
     """Every figure of one fake run, with the diagnostics that qualify it."""
     diagnostics = diagnostics + diagnostics_of(tracker, allocator)
-    partial_codes = ("untracked_tensor", "fake_kernel_divergence", UNMODELLED)
-    complete = not any(d.severity == "error" or d.code in partial_codes for d in diagnostics)
+    complete = is_complete(diagnostics)
     scope = allocator.scope
-    if tracker.peak == 0 and not complete:
-        peak = MetricResult.unavailable(unit="bytes", scope=scope, method=METHOD)
-    else:
-        peak = _result(tracker.peak, scope, complete)
-    ranked = sorted(snapshot.by_module.items(), key=lambda item: (-item[1], item[0]))
+    peak = peak_result(tracker, scope, complete)
     resident, resident_parts = _resident(tracker, residents, diagnostics)
     first, steady, headline = _steady(tracker, peak, scope, complete)
     headline_result = steady if headline == "steady_state_peak" and steady else peak
@@ -176,17 +215,7 @@ def build_report(
         allocator=allocator.description,
         rounding_bytes=allocator.rounding_bytes,
         peak=peak,
-        by_category={
-            c: _result(snapshot.by_category.get(c, 0), scope, complete) for c in CATEGORIES
-        },
-        by_module={module: _result(value, scope, complete) for module, value in ranked},
-        by_phase={
-            phase: _result(tracker.phase_peaks[phase], scope, complete)
-            for phase in PHASES
-            if phase in tracker.phase_peaks
-        },
-        phase_at_peak=snapshot.phase,
-        module_at_peak=snapshot.module,
+        **breakdowns(tracker, snapshot, scope, complete),
         preexisting_bytes=resident,
         resident_bytes=resident,
         resident_by_category=resident_parts,
@@ -198,6 +227,55 @@ def build_report(
         fits=fits(headline_result, int(resident.known_value or 0), capacity_bytes),
         diagnostics=diagnostics,
     )
+
+
+def per_rank_report(
+    tracker: PeakTracker,
+    snapshot: PeakSnapshot,
+    diagnostics: list[Diagnostic],
+    allocator: AllocatorModel,
+    *,
+    scheme: tuple[str, tuple[str, ...], list[Diagnostic]],
+    world: tuple[int, int],
+    device: str,
+    capacity_bytes: int | None,
+    name: str | None,
+) -> PredictionReport:
+    """One rank's report of a parallel step (FSDP2, DDP): ``scheme`` is (its name, its
+    categories, its own diagnostics), ``world`` is (world size, rank)."""
+    sharding, categories, found = scheme
+    diagnostics = diagnostics + diagnostics_of(tracker, allocator) + found
+    complete = is_complete(diagnostics)
+    scope = allocator.scope
+    peak = peak_result(tracker, scope, complete)
+    return PredictionReport(
+        name=name,
+        device=device,
+        allocator=allocator.description,
+        rounding_bytes=allocator.rounding_bytes,
+        peak=peak,
+        **breakdowns(tracker, snapshot, scope, complete, categories),
+        preexisting_bytes=MetricResult.complete(
+            tracker.preexisting, unit="bytes", scope="preexisting_tensors", method=METHOD
+        ),
+        capacity_bytes=capacity_bytes,
+        fits=fits(peak, 0, capacity_bytes),
+        diagnostics=diagnostics,
+        provenance=build_provenance(),
+        world_size=world[0],
+        rank=world[1],
+        sharding=sharding,
+    )
+
+
+def check_capacity(capacity_bytes: int | None) -> None:
+    """``capacity_bytes`` is None or a positive int of bytes (a bool is refused)."""
+    if capacity_bytes is not None and (
+        not isinstance(capacity_bytes, int)
+        or isinstance(capacity_bytes, bool)
+        or capacity_bytes <= 0
+    ):
+        raise ValueError(f"capacity_bytes must be a positive int of bytes, got {capacity_bytes!r}")
 
 
 def fits(peak: MetricResult, resident: int, capacity: int | None) -> bool | None:
@@ -215,7 +293,12 @@ __all__ = [
     "PHASES",
     "RESIDENT_CATEGORIES",
     "_result",
+    "breakdowns",
     "build_report",
+    "check_capacity",
     "diagnostics_of",
     "fits",
+    "is_complete",
+    "peak_result",
+    "per_rank_report",
 ]

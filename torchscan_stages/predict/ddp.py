@@ -38,12 +38,12 @@ from typing import Any
 
 import torch
 
-from ..provenance import build_provenance
-from ..report import Diagnostic, MetricResult, PredictionReport
+from ..report import Diagnostic, PredictionReport
 from .allocator import allocator_model
+from .assemble import check_capacity, per_rank_report
 from .ownership import CATEGORIES
 from .parallelism import UNMODELLED
-from .peak import METHOD, PHASES, _diagnostics_of, _fits, _result, _run
+from .peak import _run
 from .sharded import ShardedOwnership, ShardedTracker
 
 DDP_CATEGORIES = (*CATEGORIES, "gradient_buckets")
@@ -188,12 +188,7 @@ def predict_ddp_peak_memory(
             raise ValueError(f"{label} must be a non-negative int, got {value!r}")
     if world_size < 1 or rank >= world_size:
         raise ValueError(f"need 0 <= rank < world_size, got rank {rank}, world {world_size}")
-    if capacity_bytes is not None and (
-        not isinstance(capacity_bytes, int)
-        or isinstance(capacity_bytes, bool)
-        or capacity_bytes <= 0
-    ):
-        raise ValueError(f"capacity_bytes must be a positive int of bytes, got {capacity_bytes!r}")
+    check_capacity(capacity_bytes)
     allocator = allocator_model(str(device))
     done = _Wrapped()
     wrap = _make_wrap(done, world_size)
@@ -208,45 +203,16 @@ def predict_ddp_peak_memory(
         done.buckets.clear()
         for hook in done.hooks:
             hook.remove()  # the user's module is left without the stand-in's hook
-    diagnostics += _diagnostics_of(tracker, allocator)
-    diagnostics += _ddp_diagnostics(done, world_size, rank, allocator)
-    complete = not any(
-        d.severity == "error" or d.code in ("untracked_tensor", UNMODELLED) for d in diagnostics
-    )
-    scope = allocator.scope
-    if tracker.peak == 0 and not complete:
-        peak = MetricResult.unavailable(unit="bytes", scope=scope, method=METHOD)
-    else:
-        peak = _result(tracker.peak, scope, complete)
-    ranked = sorted(snapshot.by_module.items(), key=lambda item: (-item[1], item[0]))
-    return PredictionReport(
-        name=name,
+    return per_rank_report(
+        tracker,
+        snapshot,
+        diagnostics,
+        allocator,
+        scheme=("ddp", DDP_CATEGORIES, _ddp_diagnostics(done, world_size, rank, allocator)),
+        world=(world_size, rank),
         device=str(device),
-        allocator=allocator.description,
-        rounding_bytes=allocator.rounding_bytes,
-        peak=peak,
-        by_category={
-            category: _result(snapshot.by_category.get(category, 0), scope, complete)
-            for category in DDP_CATEGORIES
-        },
-        by_module={module: _result(value, scope, complete) for module, value in ranked},
-        by_phase={
-            phase: _result(tracker.phase_peaks[phase], scope, complete)
-            for phase in PHASES
-            if phase in tracker.phase_peaks
-        },
-        phase_at_peak=snapshot.phase,
-        module_at_peak=snapshot.module,
-        preexisting_bytes=MetricResult.complete(
-            tracker.preexisting, unit="bytes", scope="preexisting_tensors", method=METHOD
-        ),
         capacity_bytes=capacity_bytes,
-        fits=_fits(peak, capacity_bytes),
-        diagnostics=diagnostics,
-        provenance=build_provenance(),
-        world_size=world_size,
-        rank=rank,
-        sharding="ddp",
+        name=name,
     )
 
 

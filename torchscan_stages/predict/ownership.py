@@ -1,19 +1,21 @@
-"""Who owns a storage at the peak: parameters, buffers, gradients, optimizer state.
+"""Who owns a storage: parameters, buffers, gradients, optimizer state, told as it happens.
 
-Global registration hooks see every module that registers a parameter or buffer and every
-optimizer that steps while the prediction runs, so ownership is read from the live objects
-at the moment of the peak (a ``.to()`` or a fresh ``.grad`` is seen as it is then). All
-hooks are removed on exit, also when the workload raises.
+Global registration hooks see every module that registers a parameter or buffer, forward
+pre-hooks every module that runs (a ``.to()`` is seen at its next forward), gradient hooks
+every gradient accumulated into a fake parameter, and optimizer hooks every optimizer that
+steps while the prediction runs. Each event gives the tracker the roles of the tensors it
+concerns (never a walk over all of them), so the prediction's cost stays linear in the
+step. All hooks are removed on exit, also when the workload raises.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from .parallelism import ParallelSeen
 
@@ -28,16 +30,6 @@ CATEGORIES = (
 )
 
 
-@dataclass(slots=True)
-class Owned:
-    """Storage keys (``id`` of the storage object) of each owned category at one moment."""
-
-    category: dict[int, str] = field(default_factory=dict)
-    owner: dict[int, Any] = field(default_factory=dict)  # module object or "optimizer"
-    host_only: set[int] = field(default_factory=set)  # optimizer step counters on the host
-    masters: set[int] = field(default_factory=set)  # optimizer-updated tensors no module owns
-
-
 def _key(tensor: Any) -> int | None:
     if not isinstance(tensor, torch.Tensor):
         return None
@@ -50,8 +42,18 @@ def _key(tensor: Any) -> int | None:
         return None
 
 
+# the tracker's ``assign_role(key, category, owner, owner's name, *, timed, keep, rank, master)``
+Assign = Callable[..., None]
+
+
+def _ignore(key: int, category: str, owner: Any, name: str, **_: Any) -> None:
+    """No tracker listens (an Ownership used on its own)."""
+
+
 class Ownership:
-    """Collects modules and optimizers seen during the workload; classifies on demand."""
+    """Collects modules and optimizers seen during the workload and tells the tracker, as it
+    happens, which storage took which role (parameter, buffer, gradient, optimizer state):
+    each event costs only the tensors it concerns, so the cost of a run stays linear."""
 
     def __init__(self) -> None:
         self._modules: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
@@ -61,37 +63,122 @@ class Ownership:
         self.on_step_begin: Callable[[torch.optim.Optimizer], None] | None = None
         self.on_step_end: Callable[[torch.optim.Optimizer], None] | None = None
         self.name_of: Callable[[torch.nn.Module], str] | None = None
-        # storage key -> (category, owner name): remembered when a module registers or runs,
-        # so a model the workload drops right after the peak is still classified (its
-        # storages die after the module itself); the tracker forgets a key when it is freed
-        self.labels: dict[int, tuple[str, str]] = {}
+        self.assign: Assign = _ignore  # set by the tracker
+        # id(parameter) -> (parameter, owning module), both weak: tensors cannot be weak
+        # keys (their == is elementwise); a parameter in it has its gradient hook
+        self._params: dict[int, tuple[weakref.ref[torch.Tensor], weakref.ref[torch.nn.Module]]] = {}
         self.parallel = ParallelSeen()  # collectives, subclasses, parallel-package classes
+        self._named: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
 
-    def _label(self, module: torch.nn.Module, name: str) -> None:
-        for tensors, category in ((module._parameters, "parameters"), (module._buffers, "buffers")):
-            for tensor in tensors.values():
-                key = _key(tensor)
-                if key is not None:
-                    self.labels[key] = (category, name)
+    def role(self, tensor: Any, category: str, owner: Any, name: str, **how: Any) -> None:
+        """Tell the tracker that ``tensor``'s storage is ``category`` of ``owner``."""
+        key = _key(tensor)
+        if key is not None:
+            self.assign(key, category, owner, name, **how)
 
-    def _registered(self, module: torch.nn.Module, *_: Any) -> None:
+    def _owner(self, param: Any) -> torch.nn.Module | None:
+        known = self._params.get(id(param))
+        if known is None or known[0]() is not param:
+            return None
+        return known[1]()
+
+    def _adopt(self, module: torch.nn.Module, name: str, param: Any) -> None:
+        """A parameter of ``module``: its role now, its gradient's when it is accumulated.
+
+        A parameter two modules share (tied weights) stays with the first that held it.
+        """
+        if not isinstance(param, torch.Tensor):
+            return
+        known = self._params.get(id(param))
+        if known is not None and known[0]() is param:
+            owner = known[1]()
+            if owner is not None and owner is not module:
+                return
+            self._params[id(param)] = (known[0], weakref.ref(module))
+            self.role(param, "parameters", module, name)
+            return
+        self.role(param, "parameters", module, name)
+        self._params[id(param)] = (weakref.ref(param), weakref.ref(module))
+        if param.requires_grad and param.is_leaf and isinstance(param, FakeTensor):
+            # only fake parameters: a hook left on a real one would change the user's tensor
+            self._handles.append(param.register_post_accumulate_grad_hook(self._grad_ready))
+
+    def _grad_ready(self, param: torch.Tensor) -> None:
+        owner = self._owner(param)
+        if owner is not None:
+            self.role(param.grad, "gradients", owner, self._name(owner), timed=True)
+
+    def _name(self, module: torch.nn.Module) -> str:
+        return self.name_of(module) if self.name_of else type(module).__name__
+
+    def _param_registered(self, module: torch.nn.Module, _name: str, param: Any) -> None:
         self._modules.add(module)
         self.parallel.note_object(module)
-        self._label(module, type(module).__name__)
+        self._adopt(module, type(module).__name__, param)
+
+    def _buffer_registered(self, module: torch.nn.Module, _name: str, buffer: Any) -> None:
+        self._modules.add(module)
+        self.parallel.note_object(module)
+        self.role(buffer, "buffers", module, type(module).__name__)
 
     def _module_seen(self, module: torch.nn.Module, *_: Any) -> None:
+        """Roles (re)taken under the module's full name each time it runs: O(its tensors).
+
+        The first time a model runs, its descendants get their full names too (once per
+        module: a submodule whose forward never runs, as ``MultiheadAttention.out_proj``,
+        is named after its place, not its type)."""
+        if module in self._named:
+            self._own(module)
+            return
+        for sub in module.modules():
+            if sub not in self._named:
+                self._named.add(sub)
+                self._own(sub)
+
+    def _own(self, module: torch.nn.Module) -> None:
         self._modules.add(module)
-        self._label(module, self.name_of(module) if self.name_of else type(module).__name__)
+        name = self._name(module)
+        for param in module._parameters.values():
+            self._adopt(module, name, param)
+        for buffer in module._buffers.values():
+            self.role(buffer, "buffers", module, name)
+
+    def _optimizer_roles(self, optimizer: torch.optim.Optimizer, grads: bool = True) -> None:
+        """Master weights no module owns, the gradients of its parameters, its state."""
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                owner = self._owner(param)
+                if owner is None:
+                    self.role(param, "optimizer_state", None, "optimizer", keep=True, master=True)
+                if grads:
+                    holder, name = (owner, self._name(owner)) if owner else (None, "optimizer")
+                    self.role(param.grad, "gradients", holder, name, keep=True)
+        for state in optimizer.state.values():
+            for tensor in state.values():
+                self.role(tensor, "optimizer_state", None, "optimizer", keep=True)
+
+    def scan(self) -> None:
+        """Every known parameter's ``.grad`` and every optimizer's roles (at the end of a run,
+        where ``.grad`` is safe to read): roles no event announced keep no timing."""
+        for module in list(self._modules):
+            for param in module._parameters.values():
+                if param is not None:
+                    self.role(param.grad, "gradients", module, self._name(module), keep=True)
+        for optimizer in list(self._optimizers):
+            self._optimizer_roles(optimizer)
 
     def _step_pre(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
         self._optimizers.add(optimizer)
         self.parallel.note_object(optimizer)
         self.in_step += 1
+        if self.in_step == 1:
+            self._optimizer_roles(optimizer)
         if self.in_step == 1 and self.on_step_begin is not None:
             self.on_step_begin(optimizer)
 
     def _step_post(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
         self.in_step = max(self.in_step - 1, 0)
+        self._optimizer_roles(optimizer, grads=False)
         if self.on_step_end is not None:
             self.on_step_end(optimizer)
 
@@ -101,8 +188,8 @@ class Ownership:
 
         try:
             self._handles += [
-                module_hooks.register_module_parameter_registration_hook(self._registered),
-                module_hooks.register_module_buffer_registration_hook(self._registered),
+                module_hooks.register_module_parameter_registration_hook(self._param_registered),
+                module_hooks.register_module_buffer_registration_hook(self._buffer_registered),
                 module_hooks.register_module_forward_pre_hook(self._module_seen),
                 optimizer_hooks.register_optimizer_step_pre_hook(self._step_pre),
                 optimizer_hooks.register_optimizer_step_post_hook(self._step_post),
@@ -116,88 +203,26 @@ class Ownership:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
-        self.labels.clear()
+        self._params.clear()
         self.in_step = 0
 
-    def grad_owners(self) -> dict[int, Any]:
-        """Storage key -> owner (module, or "optimizer" for a master copy) of each gradient.
+    def host_only(self, host_step_counters: bool) -> set[int]:
+        """Storage keys of optimizer ``step`` tensors that live in host memory.
 
-        Read only at a safe moment (inside an operator, or in a hook): a storage-free
-        callback can fire while a ``.grad`` setter tears the old gradient down, and reading
-        that ``.grad`` then crashes the interpreter.
+        On an accelerator an optimizer's scalar ``step`` tensors stay on the host unless the
+        group is ``capturable`` or ``fused``; when the prediction models an accelerator from
+        CPU fake tensors (``host_step_counters``) they are host-only.
         """
-        owners: dict[int, Any] = {}
-        weights: set[int] = set()
-        for module in list(self._modules):
-            for param in module._parameters.values():
-                if param is None:
-                    continue
-                weights.add(id(param))
-                key = _key(param.grad)
-                if key is not None:
-                    owners.setdefault(key, module)
+        keys: set[int] = set()
+        if not host_step_counters:
+            return keys
         for optimizer in list(self._optimizers):
-            for group in optimizer.param_groups:
-                for param in group["params"]:
-                    key = _key(param.grad) if id(param) not in weights else None
-                    if key is not None:
-                        owners.setdefault(key, "optimizer")
-        return owners
-
-    def snapshot(
-        self,
-        *,
-        host_step_counters: bool,
-        grads: dict[int, Any] | None = None,
-        owned: Owned | None = None,
-    ) -> Owned:
-        """Current owners of parameter, buffer, gradient and optimizer-state storages.
-
-        ``host_step_counters``: an optimizer's scalar ``step`` tensors live in host memory on
-        an accelerator unless the group is ``capturable`` or ``fused``; when the prediction
-        models an accelerator from CPU fake tensors they are marked host-only. ``grads``:
-        :meth:`grad_owners` read earlier, for a snapshot taken inside a free callback.
-        ``owned``: storages a subclass classified first (FSDP shards); they keep their category.
-        """
-        owned = Owned() if owned is None else owned
-        for module in list(self._modules):
-            for param in module._parameters.values():
-                self._mark(owned, param, "parameters", module)
-            for buffer in module._buffers.values():
-                self._mark(owned, buffer, "buffers", module)
-        for grad_key, owner in (self.grad_owners() if grads is None else grads).items():
-            if grad_key not in owned.category:
-                owned.category[grad_key] = "gradients"
-                owned.owner[grad_key] = owner
-        for optimizer in list(self._optimizers):
-            self._mark_masters(owned, optimizer)
-            host = self._host_steps(optimizer) if host_step_counters else set()
+            host = self._host_steps(optimizer)
             for owner_param, state in optimizer.state.items():
-                for name, tensor in state.items():
-                    key = _key(tensor)
-                    if key is None:
-                        continue
-                    owned.category.setdefault(key, "optimizer_state")
-                    owned.owner.setdefault(key, "optimizer")
-                    if name == "step" and id(owner_param) in host:
-                        owned.host_only.add(key)
-        return owned
-
-    @staticmethod
-    def _mark_masters(owned: Owned, optimizer: torch.optim.Optimizer) -> None:
-        """Tensors the optimizer updates that no module owns: master copies (mixed precision).
-
-        They count as optimizer state, as in the ZeRO paper's 16 bytes per parameter (bf16
-        weights and gradients, fp32 master weights and Adam moments); their ``.grad`` is
-        among the gradients. Module parameters were marked first and keep their category.
-        """
-        for group in optimizer.param_groups:
-            for param in group["params"]:
-                key = _key(param)
-                if key is not None and key not in owned.category:
-                    owned.category[key] = "optimizer_state"
-                    owned.owner[key] = "optimizer"
-                    owned.masters.add(key)
+                key = _key(state.get("step")) if id(owner_param) in host else None
+                if key is not None:
+                    keys.add(key)
+        return keys
 
     @staticmethod
     def _host_steps(optimizer: torch.optim.Optimizer) -> set[int]:
@@ -207,10 +232,3 @@ class Ownership:
             if not (group.get("capturable") or group.get("fused"))
             for param in group["params"]
         }
-
-    @staticmethod
-    def _mark(owned: Owned, tensor: Any, category: str, module: torch.nn.Module) -> None:
-        key = _key(tensor)
-        if key is not None and key not in owned.category:
-            owned.category[key] = category
-            owned.owner[key] = module

@@ -15,10 +15,10 @@ from typing import Any
 
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from ..report import Diagnostic, MetricResult, PredictionReport
+from ..report import Diagnostic, PredictionReport
 from ..workloads import eager_compiled_code, lazy_output_diagnostic
 from .allocator import AllocatorModel, allocator_model
-from .assemble import METHOD, PHASES, _result, build_report, diagnostics_of, fits
+from .assemble import build_report, check_capacity
 from .modules import QualifiedModuleStack
 from .ownership import Ownership
 from .parallelism import unmodelled
@@ -66,8 +66,7 @@ def _run(
     tracker.routing = routing
 
     def settle(optimizer: Any) -> None:
-        owned = ownership.snapshot(host_step_counters=tracker.host_counters)
-        readded = tracker.settle_host_counters(owned)
+        readded = tracker.settle_host_counters(ownership.host_only(tracker.host_counters))
         if readded:
             diagnostics.append(
                 Diagnostic(
@@ -176,12 +175,7 @@ def predict_peak_memory(
     """
     if not callable(workload):
         raise TypeError(f"workload must be a zero-argument callable, got {type(workload).__name__}")
-    if capacity_bytes is not None and (
-        not isinstance(capacity_bytes, int)
-        or isinstance(capacity_bytes, bool)
-        or capacity_bytes <= 0
-    ):
-        raise ValueError(f"capacity_bytes must be a positive int of bytes, got {capacity_bytes!r}")
+    check_capacity(capacity_bytes)
     if routing not in ROUTING:
         raise ValueError(f"routing must be one of {ROUTING}, got {routing!r}")
     allocator = allocator_model(str(device))
@@ -196,15 +190,3 @@ def predict_peak_memory(
         capacity_bytes, name,
     )  # fmt: skip
     return report if bounds is None else worst_case_report(report, bounds)
-
-
-# the single-device pieces predict/sharded.py builds its per-rank report from
-__all__ = ["METHOD", "PHASES", "_diagnostics_of", "_fits", "_result", "_run", "predict_peak_memory"]
-
-
-def _diagnostics_of(tracker: PeakTracker, allocator: AllocatorModel) -> list[Diagnostic]:
-    return diagnostics_of(tracker, allocator)
-
-
-def _fits(peak: MetricResult, capacity: int | None) -> bool | None:
-    return fits(peak, 0, capacity)

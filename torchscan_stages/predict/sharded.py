@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
 
-from ..provenance import build_provenance
-from ..report import Diagnostic, MetricResult, PredictionReport
+from ..report import Diagnostic, PredictionReport
 from .allocator import allocator_model
-from .ownership import Owned, Ownership, _key
+from .assemble import check_capacity, per_rank_report
+from .ownership import Ownership
 from .parallelism import UNMODELLED, unmodelled
-from .peak import METHOD, PHASES, _diagnostics_of, _fits, _result, _run
+from .peak import _run
 from .tracker import PeakTracker
 
 SHARDED_CATEGORIES = (
@@ -62,88 +62,111 @@ FSDP_COLLECTIVES = frozenset(
 
 
 class ShardedOwnership(Ownership):
-    """Ownership that knows FSDP2's sharded and unsharded parameters and its comm buffers."""
+    """Ownership that knows FSDP2's sharded and unsharded parameters and its comm buffers.
+
+    Their roles rank above the single-device ones (an unsharded parameter also sits in its
+    module while it runs) and are given at the events that reveal them: a collective's
+    buffer when the collective runs, a ``fully_shard``-ed module's parameters before and
+    after its forward, an unsharded gradient when it is accumulated, all of them when an
+    optimizer steps and at the end.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        # storage key -> (category, weak reference to the storage) for collective buffers
-        self.buffers: dict[int, tuple[str, weakref.ref[Any]]] = {}
         # DTensor parameters seen (id -> name) and those FSDP2 manages, over the whole run:
-        # a snapshot before the root's first forward does not know its FSDP state yet
+        # a module seen before the root's first forward does not know its FSDP state yet
         self.dtensor_params: dict[int, str] = {}
         self.managed: set[int] = set()
         self.offloaded = 0  # FSDP2 parameters with CPUOffloadPolicy: host shards, not modelled
+        self._unsharded: dict[int, tuple[weakref.ref[torch.Tensor], weakref.ref[Any]]] = {}
 
     def tag_buffer(self, tensor: torch.Tensor, category: str) -> None:
-        key = _key(tensor)
-        if key is not None:
-            self.buffers[key] = (category, weakref.ref(tensor.untyped_storage()))
+        self.role(tensor, category, None, COLLECTIVES_OWNER, rank=1)
 
-    def _fsdp_params(self) -> Iterator[Any]:
-        """FSDP2's ``FSDPParam`` objects of every ``fully_shard``-ed module seen."""
+    def __enter__(self) -> ShardedOwnership:
+        from torch.nn.modules import module as module_hooks
+
+        super().__enter__()
+        self._handles.append(module_hooks.register_module_forward_hook(self._after_forward))
+        return self
+
+    def _module_seen(self, module: torch.nn.Module, *_: Any) -> None:
+        super()._module_seen(module)
+        self._fsdp_roles(module)
+        self._note_dtensors((module,))
+
+    def _after_forward(self, module: torch.nn.Module, *_: Any) -> None:
+        self._fsdp_roles(module)  # its unsharded parameters exist once it has run
+
+    def _step_pre(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
+        if self.in_step == 0:
+            self._all_fsdp_roles()
+        super()._step_pre(optimizer)
+
+    def scan(self) -> None:
+        self._all_fsdp_roles()
+        super().scan()
+
+    def _all_fsdp_roles(self) -> None:
+        for module in list(self._modules):
+            self._fsdp_roles(module)
+        self._note_dtensors(list(self._modules))
+
+    def _fsdp_roles(self, module: torch.nn.Module) -> None:
+        """The roles of one ``fully_shard``-ed module's ``FSDPParam`` objects."""
         from torch.distributed.fsdp import FSDPModule
 
-        for module in list(self._modules):
-            if not isinstance(module, FSDPModule):
-                continue
-            state = module._get_fsdp_state()
-            for group in getattr(state, "_fsdp_param_groups", None) or [state._fsdp_param_group]:
-                yield from getattr(group, "fsdp_params", ())
+        if not isinstance(module, FSDPModule):
+            return
+        state = module._get_fsdp_state()
+        for group in getattr(state, "_fsdp_param_groups", None) or [state._fsdp_param_group]:
+            for fsdp_param in getattr(group, "fsdp_params", ()):
+                self._fsdp_param_roles(fsdp_param)
 
-    def snapshot(
-        self,
-        *,
-        host_step_counters: bool,
-        grads: dict[int, Any] | None = None,
-        owned: Owned | None = None,
-    ) -> Owned:
-        """FSDP2's shards first (they sit in the optimizer, not always in the module), then
-        collective buffers, then what :class:`Ownership` classifies."""
-        owned = Owned() if owned is None else owned
-        managed = self.managed
-        for fsdp_param in self._fsdp_params():
-            module = fsdp_param._module_info.module
-            sharded = fsdp_param.sharded_param
-            if getattr(fsdp_param, "offload_to_cpu", False) and id(sharded) not in managed:
-                self.offloaded += 1
-            managed.add(id(sharded))
-            self._put(owned, sharded, "parameters", module)
-            self._put(owned, sharded.grad, "gradients", module)
-            unsharded = getattr(fsdp_param, "_unsharded_param", None)
-            if unsharded is not None:
-                managed.add(id(unsharded))
-                self._put(owned, unsharded, "unsharded_parameters", module)
-                self._put(owned, unsharded.grad, "unsharded_gradients", module)
-        for key, (category, ref) in list(self.buffers.items()):
-            if ref() is None:
-                del self.buffers[key]
-            elif key not in owned.category:
-                owned.category[key] = category
-                owned.owner[key] = COLLECTIVES_OWNER
-        self._note_dtensors()
-        return super().snapshot(host_step_counters=host_step_counters, grads=grads, owned=owned)
+    def _fsdp_param_roles(self, fsdp_param: Any) -> None:
+        owner = fsdp_param._module_info.module
+        name = self._name(owner)
+        sharded = fsdp_param.sharded_param
+        if getattr(fsdp_param, "offload_to_cpu", False) and id(sharded) not in self.managed:
+            self.offloaded += 1
+        self.managed.add(id(sharded))
+        self.role(sharded, "parameters", owner, name, rank=1)
+        self.role(sharded.grad, "gradients", owner, name, keep=True, rank=1)
+        unsharded = getattr(fsdp_param, "_unsharded_param", None)
+        if unsharded is None:
+            return
+        self.managed.add(id(unsharded))
+        self.role(unsharded, "unsharded_parameters", owner, name, rank=1)
+        self.role(unsharded.grad, "unsharded_gradients", owner, name, keep=True, rank=1)
+        known = self._unsharded.get(id(unsharded))
+        if known is None or known[0]() is not unsharded:
+            self._unsharded[id(unsharded)] = (weakref.ref(unsharded), weakref.ref(fsdp_param))
+            if unsharded.requires_grad and unsharded.is_leaf:
+                hook = unsharded.register_post_accumulate_grad_hook(self._unsharded_grad)
+                self._handles.append(hook)
 
-    def _note_dtensors(self) -> None:
+    def _unsharded_grad(self, unsharded: torch.Tensor) -> None:
+        known = self._unsharded.get(id(unsharded))
+        fsdp_param = known[1]() if known is not None else None
+        if fsdp_param is not None:
+            owner = fsdp_param._module_info.module
+            name = self._name(owner)
+            self.role(unsharded.grad, "unsharded_gradients", owner, name, timed=True, rank=1)
+
+    def _note_dtensors(self, modules: Iterable[torch.nn.Module]) -> None:
         from torch.distributed.tensor import DTensor
 
-        for module in list(self._modules):
+        for module in modules:
             for name, param in module._parameters.items():
                 if isinstance(param, DTensor):
                     self.dtensor_params[id(param)] = f"{type(module).__name__}.{name}"
 
     def unmanaged_dtensors(self) -> list[str]:
         """DTensor parameters FSDP2 does not manage: tensor parallel or hand-placed shards."""
-        self._note_dtensors()
+        self._note_dtensors(list(self._modules))
         return sorted(
             {name for key, name in self.dtensor_params.items() if key not in self.managed}
         )
-
-    @staticmethod
-    def _put(owned: Owned, tensor: Any, category: str, module: torch.nn.Module) -> None:
-        key = _key(tensor)
-        if key is not None and key not in owned.category:
-            owned.category[key] = category
-            owned.owner[key] = module
 
 
 class ShardedTracker(PeakTracker):
@@ -205,26 +228,10 @@ class ShardedTracker(PeakTracker):
     def resized(self, storage: torch.UntypedStorage) -> None:
         """A storage resized in place (FSDP2 frees with ``resize_(0)``, re-allocates later)."""
         key = id(storage)
-        entry = self._live.get(key)
-        if entry is None or entry.ref() is not storage:
-            return
-        counted = not self.device_only or storage.device.type == self.allocator.device_type
-        nbytes = self.allocator.rounded(storage.nbytes()) if counted else 0
-        if nbytes == entry.nbytes:
-            return
-        if nbytes < entry.nbytes and self._pending:
-            self._classify()
-        self.current += nbytes - entry.nbytes
-        entry.nbytes = nbytes
-        phase = self._phase()
-        if self.current > self.phase_peaks.get(phase, -1):
-            self.phase_peaks[phase] = self.current
-        if self.current > self.peak:
-            self.peak = self.current
-            self._pending = True
-            self._peak_phase = phase
-            self._peak_module = self._modules.current()
-            self._grads_at_peak = self.ownership.grad_owners()
+        entry = self._ledger.held(key, storage)
+        if entry is not None:
+            nbytes = self._counted(storage, storage.device.type, first=False)
+            self.resize_entry(entry, key, nbytes, self._phase())
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         from torch._guards import active_fake_mode
@@ -295,12 +302,7 @@ def predict_sharded_peak_memory(
     """
     if not callable(step):
         raise TypeError(f"step must be a callable taking the mesh, got {type(step).__name__}")
-    if capacity_bytes is not None and (
-        not isinstance(capacity_bytes, int)
-        or isinstance(capacity_bytes, bool)
-        or capacity_bytes <= 0
-    ):
-        raise ValueError(f"capacity_bytes must be a positive int of bytes, got {capacity_bytes!r}")
+    check_capacity(capacity_bytes)
     allocator = allocator_model(str(device))
     with fake_world(world_size, rank) as mesh:
         tracker, snapshot, diagnostics = _run(
@@ -311,45 +313,16 @@ def predict_sharded_peak_memory(
         )
     ownership = tracker.ownership
     assert isinstance(ownership, ShardedOwnership)
-    diagnostics += _diagnostics_of(tracker, allocator)
-    diagnostics += _sharding_diagnostics(ownership, world_size, rank)
-    complete = not any(
-        d.severity == "error" or d.code in ("untracked_tensor", UNMODELLED) for d in diagnostics
-    )
-    scope = allocator.scope
-    if tracker.peak == 0 and not complete:
-        peak = MetricResult.unavailable(unit="bytes", scope=scope, method=METHOD)
-    else:
-        peak = _result(tracker.peak, scope, complete)
-    ranked = sorted(snapshot.by_module.items(), key=lambda item: (-item[1], item[0]))
-    return PredictionReport(
-        name=name,
+    return per_rank_report(
+        tracker,
+        snapshot,
+        diagnostics,
+        allocator,
+        scheme=("fsdp2", SHARDED_CATEGORIES, _sharding_diagnostics(ownership, world_size, rank)),
+        world=(world_size, rank),
         device=str(device),
-        allocator=allocator.description,
-        rounding_bytes=allocator.rounding_bytes,
-        peak=peak,
-        by_category={
-            category: _result(snapshot.by_category.get(category, 0), scope, complete)
-            for category in SHARDED_CATEGORIES
-        },
-        by_module={module: _result(value, scope, complete) for module, value in ranked},
-        by_phase={
-            phase: _result(tracker.phase_peaks[phase], scope, complete)
-            for phase in PHASES
-            if phase in tracker.phase_peaks
-        },
-        phase_at_peak=snapshot.phase,
-        module_at_peak=snapshot.module,
-        preexisting_bytes=MetricResult.complete(
-            tracker.preexisting, unit="bytes", scope="preexisting_tensors", method=METHOD
-        ),
         capacity_bytes=capacity_bytes,
-        fits=_fits(peak, capacity_bytes),
-        diagnostics=diagnostics,
-        provenance=build_provenance(),
-        world_size=world_size,
-        rank=rank,
-        sharding="fsdp2",
+        name=name,
     )
 
 

@@ -1,15 +1,22 @@
 """A dispatch mode over FakeTensorMode that follows live storage bytes and the peak.
 
 Every storage an operator creates is counted once (views share it), through the allocator
-model's rounding, and uncounted when the storage is freed (a weak-reference callback, as in
-``measure.memory``). Storages are keyed by the device they would live on (the fake device),
-never by their meta backing. At the peak the live set is classified once: lazily, on the
-first free after the last rise, when the live set is still exactly the peak's.
+model's rounding, and uncounted when the storage is freed (the shared storage ledger,
+``measure/ledger.py``, as in ``measure.memory``). Storages are keyed by the device they
+would live on (the fake device), never by their meta backing.
+
+Linear cost: a storage's role (parameter, buffer, gradient, optimizer state, an FSDP2
+buffer) is given to its entry when the event that makes it so happens (``ownership.py``:
+registration, a module's forward, a gradient's accumulation, an optimizer step), each
+event costing only the tensors it concerns. A new peak costs O(1): its event number is
+remembered, and the storages freed or resized after it are kept aside. The peak's live set
+(made by then, not freed before it) is classified once, at the end, by the roles that held
+at its moment.
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,11 +25,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from ..measure.memory import storage_of
+from ..measure.ledger import Held, StorageLedger, storage_of
 from .allocator import AllocatorModel
 from .kernels import CORRECTED
 from .modules import in_backward
-from .ownership import Owned, Ownership
+from .ownership import Ownership
 from .resident import Residents
 from .routing import WorstCaseRouting
 from .steady import SteadyState
@@ -34,11 +41,23 @@ _LIFTS = frozenset({torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh
 
 
 @dataclass(slots=True)
-class _Entry:
-    ref: weakref.ref[Any]
-    nbytes: int  # as the allocator counts it
+class Role:
+    """What a storage is from event ``since`` on, and who owns it."""
+
+    category: str
+    owner: weakref.ref[torch.nn.Module] | None  # a module; None for the optimizer, collectives
+    name: str  # the owner's name when given (what a dropped module was)
+    since: int
+    rank: int = 0  # a role of higher rank (an FSDP2 one) is not replaced by a lower one
+    master: bool = False  # an optimizer-updated tensor no module owns (a master weight)
+
+
+@dataclass(slots=True)
+class _Entry(Held):
     phase: str  # forward | backward | optimizer_step | outside
     module: str | None  # innermost module when created
+    created: int = 0  # event number of its creation (or of its last resize)
+    roles: list[Role] = field(default_factory=list)  # shared by the copies of one storage
 
 
 @dataclass(slots=True)
@@ -81,17 +100,18 @@ class PeakTracker(TorchDispatchMode):
         self.host_counters = allocator.device_type != "cpu"
         # True once a tensor lives on the predicted device itself (not CPU fakes modelling it)
         self.device_only = allocator.device_type == "cpu"
-        self._live: dict[int, _Entry] = {}
-        self._seen_before: dict[int, weakref.ref[Any]] = {}
+        self._ledger: StorageLedger[_Entry] = StorageLedger(self._freed)
         self._provisional_host: set[int] = set()
-        self._pending = False
+        self._seq = 0  # events (creations, frees, resizes, timed roles) so far
+        self._peak_seq = -1  # the event of the peak
+        self._aside: list[_Entry] = []  # freed or resized since the peak, live at it
         self._peak_phase: str | None = None
         self._peak_module: str | None = None
-        self._grads_at_peak: dict[int, Any] = {}
         self.snapshot = PeakSnapshot()
         self.steady = SteadyState()
         self.assumptions: list[str] = []  # device semantics the prediction took
         self.routing: WorstCaseRouting | None = None  # routing="worst_case" only
+        ownership.assign = self.assign_role
 
     # ------------------------------------------------------------------ phase and owner
     def _phase(self) -> str:
@@ -101,15 +121,56 @@ class PeakTracker(TorchDispatchMode):
             return "optimizer_step"
         return "forward" if self._modules.current() is not None else "outside"
 
-    # ------------------------------------------------------------------------ accounting
-    def _freed(self, key: int, reference: weakref.ref[Any]) -> None:
-        entry = self._live.get(key)
-        if entry is None or entry.ref is not reference:
+    def assign_role(
+        self,
+        key: int,
+        category: str,
+        owner: Any,
+        name: str,
+        *,
+        timed: bool = False,
+        keep: bool = False,
+        rank: int = 0,
+        master: bool = False,
+    ) -> None:
+        """The live storage ``key`` is ``category`` of ``owner`` (a module, or None).
+
+        A role holds from the storage's creation, as a snapshot taken at the peak would
+        have found it, unless ``timed``: then from now on (a gradient accumulated now was a
+        temporary before). ``keep``: not over a role of the same rank (a scan that cannot
+        tell when the role began). A role of lower ``rank`` never replaces a higher one; a
+        higher one takes over the timing of the one it replaces. A storage several modules
+        share (tied weights, FSDP2's flat buffers) stays with the first live owner.
+        """
+        entry = self._ledger.live.get(key)
+        if entry is None:
             return
-        if self._pending:
-            self._classify(grads=self._grads_at_peak)
-        del self._live[key]
-        self.ownership.labels.pop(key, None)
+        roles = entry.roles
+        last = roles[-1] if roles else None
+        since = entry.created
+        if last is not None:
+            if rank < last.rank or (keep and rank == last.rank):
+                return
+            if rank == last.rank and last.category == category:
+                held = last.owner() if last.owner is not None else None
+                if held is owner or (held is None and last.owner is None and owner is None):
+                    last.name, last.master = name, last.master or master
+                    return
+                if held is not None:
+                    return
+            elif rank > last.rank:
+                since = last.since
+        if timed:
+            self._seq += 1
+            since = self._seq
+        module = weakref.ref(owner) if isinstance(owner, torch.nn.Module) else None
+        roles.append(Role(category, module, name, since, rank, master))
+
+    # ------------------------------------------------------------------------ accounting
+    def _freed(self, key: int, entry: _Entry) -> None:
+        self._seq += 1
+        if entry.created <= self._peak_seq:
+            self._aside.append(entry)  # part of the peak's live set
         self._provisional_host.discard(key)
         self.current -= entry.nbytes
         self.steady.moved(key, -entry.nbytes, self.current)
@@ -119,16 +180,10 @@ class PeakTracker(TorchDispatchMode):
         if storage is None or tensor.device.type == "meta":
             return
         key = id(storage)
-        entry = self._live.get(key)
-        if entry is not None and entry.ref() is storage:
-            return
         if self.residents is not None and key in self.residents.storages:
             return
-        before = self._seen_before.get(key)
-        if before is not None and before() is storage:
-            return
-        self._seen_before[key] = weakref.ref(storage)
-        self.preexisting += storage.nbytes()
+        if self._ledger.note_before(key, storage):
+            self.preexisting += storage.nbytes()
 
     def _is_host_counter(self, tensor: torch.Tensor) -> bool:
         """A 0-dim float32 tensor made inside a non-capturable optimizer step: its ``step``
@@ -139,6 +194,14 @@ class PeakTracker(TorchDispatchMode):
             and tensor.dim() == 0
             and tensor.dtype == torch.float32
         )
+
+    def _counted(self, storage: Any, device_type: str, *, first: bool = True) -> int:
+        """Bytes the allocator counts for ``storage`` on ``device_type``; ``first``: an
+        operator's output, which may be the first tensor on the predicted device."""
+        if first and device_type == self.allocator.device_type and not self.device_only:
+            self._only_device_from_now()
+        counted = not self.device_only or device_type == self.allocator.device_type
+        return self.allocator.rounded(storage.nbytes()) if counted else 0
 
     def _note_output(self, tensor: torch.Tensor, operator: str, phase: str) -> None:
         storage = storage_of(tensor)
@@ -151,39 +214,44 @@ class PeakTracker(TorchDispatchMode):
         key = id(storage)
         if self.residents is not None and key in self.residents.storages:
             return  # a resident tensor written in place (or a view of it): not a new allocation
-        device_type = tensor.device.type
-        if device_type == self.allocator.device_type and not self.device_only:
-            self._only_device_from_now()
-        counted = not self.device_only or device_type == self.allocator.device_type
-        nbytes = self.allocator.rounded(storage.nbytes()) if counted else 0
-        entry = self._live.get(key)
-        if entry is not None and entry.ref() is storage:
-            if entry.nbytes == nbytes or key in self._provisional_host:
-                return
-            if nbytes < entry.nbytes and self._pending:
-                self._classify()
-            self.current += nbytes - entry.nbytes  # resized in place
-            self.steady.moved(key, nbytes - entry.nbytes, self.current)
-            entry.nbytes = nbytes
-        else:
-            before = self._seen_before.get(key)
-            if before is not None and before() is storage:
-                return
-            if self._is_host_counter(tensor):
-                self._provisional_host.add(key)
-                nbytes = 0
-            reference: weakref.ref[Any] = weakref.ref(storage, functools.partial(self._freed, key))
-            self._live[key] = _Entry(reference, nbytes, phase, self._modules.current())
-            self.current += nbytes
-            self.steady.moved(key, nbytes, self.current)
+        nbytes = self._counted(storage, tensor.device.type)
+        entry = self._ledger.held(key, storage)
+        if entry is not None:
+            if key not in self._provisional_host:
+                self.resize_entry(entry, key, nbytes, phase)
+            return
+        if self._ledger.seen_before(key, storage):
+            return
+        if self._is_host_counter(tensor):
+            self._provisional_host.add(key)
+            nbytes = 0
+        self._seq += 1
+        module = self._modules.current()
+        self._ledger.add(key, storage, lambda ref: _Entry(ref, 0, phase, module, self._seq))
+        self._moved(self._ledger.live[key], key, nbytes, phase, module)
+
+    def resize_entry(self, entry: _Entry, key: int, nbytes: int, phase: str) -> None:
+        """A live storage now counts ``nbytes`` (resized in place, or re-counted)."""
+        if nbytes == entry.nbytes:
+            return
+        self._seq += 1
+        if entry.created <= self._peak_seq:  # the peak saw the old size: keep it so
+            self._aside.append(dataclasses.replace(entry))
+            entry.created = self._seq
+        self._moved(entry, key, nbytes, phase, self._modules.current())
+
+    def _moved(self, entry: _Entry, key: int, nbytes: int, phase: str, module: Any) -> None:
+        delta = nbytes - entry.nbytes
+        entry.nbytes = nbytes
+        self.current += delta
+        self.steady.moved(key, delta, self.current)
         if self.current > self.phase_peaks.get(phase, -1):
             self.phase_peaks[phase] = self.current
         if self.current > self.peak:
             self.peak = self.current
-            self._pending = True
-            self._peak_phase = phase
-            self._peak_module = self._modules.current()
-            self._grads_at_peak = self.ownership.grad_owners()
+            self._peak_seq = self._seq  # the live set now is the peak's (classified at the end)
+            self._aside.clear()  # freed before this peak: not part of it
+            self._peak_phase, self._peak_module = phase, module
 
     def _only_device_from_now(self) -> None:
         """The workload put its first tensor on the predicted device (a CUDA build): from
@@ -194,36 +262,36 @@ class PeakTracker(TorchDispatchMode):
         if self.allocator.device_type == "cpu":
             return
         self.host_counters = False
-        for key in self._live:
-            self._live[key].nbytes = 0
+        for entry in self._ledger.live.values():
+            entry.nbytes = 0
         self._provisional_host.clear()
         self.current = self.peak = 0
         self.phase_peaks.clear()
-        self._pending = False
+        self._peak_seq = -1
+        self._aside.clear()
         self.snapshot = PeakSnapshot()
 
-    def settle_host_counters(self, owned: Owned) -> list[int]:
+    def settle_host_counters(self, host_only: set[int]) -> list[int]:
         """After a step: provisional host counters that are not ``step`` state count again.
 
-        Returns the re-added byte sizes (normally none).
+        ``host_only``: the storage keys of the optimizers' host-side step counters. Returns
+        the re-added byte sizes (normally none).
         """
         readded: list[int] = []
         for key in list(self._provisional_host):
-            if key in owned.host_only:
+            if key in host_only:
                 continue
-            entry = self._live.get(key)
+            entry = self._ledger.live.get(key)
             self._provisional_host.discard(key)
             if entry is None:
                 continue
             storage = entry.ref()
-            entry.nbytes = self.allocator.rounded(storage.nbytes()) if storage is not None else 0
-            self.current += entry.nbytes
-            self.steady.moved(key, entry.nbytes, self.current)
-            readded.append(entry.nbytes)
-            if self.current > self.peak:
-                self.peak, self._pending = self.current, True
-                self._grads_at_peak = self.ownership.grad_owners()
-                self._peak_phase, self._peak_module = "optimizer_step", None
+            nbytes = self.allocator.rounded(storage.nbytes()) if storage is not None else 0
+            before = self.peak
+            self.resize_entry(entry, key, nbytes, "optimizer_step")
+            readded.append(nbytes)
+            if self.peak > before:
+                self._peak_module = None
         return readded
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -263,42 +331,42 @@ class PeakTracker(TorchDispatchMode):
         self.divergent.setdefault(operator, message)
 
     # -------------------------------------------------------------------- classification
-    def _classify(self, grads: dict[int, Any] | None = None) -> None:
-        """Split the live set (== the peak's) by category, owner module and phase.
+    def _role_at_peak(self, entry: _Entry) -> Role | None:
+        for role in reversed(entry.roles):
+            if role.since <= self._peak_seq:
+                return role
+        return None
 
-        ``grads``: the gradients' owners read at the peak, when called from a free callback
-        (where reading ``.grad`` is unsafe); otherwise they are read now.
-        """
-        self._pending = False
-        owned = self.ownership.snapshot(host_step_counters=self.host_counters, grads=grads)
+    def _owner_name(self, role: Role) -> str:
+        module = role.owner() if role.owner is not None else None
+        return role.name if module is None else str(self._names(module))
+
+    def _classified(self, entry: _Entry) -> tuple[str, str, bool]:
+        """(category, owning module, master copy) of one storage of the peak's live set."""
+        role = self._role_at_peak(entry)
+        if role is not None:
+            return role.category, self._owner_name(role), role.master
+        module = entry.module or OUTSIDE
+        if entry.phase == "forward":
+            return "activations", module, False
+        if entry.phase == "optimizer_step":
+            return "temporaries", "optimizer", False
+        if entry.phase == "backward":
+            return "temporaries", module, False
+        return "other", module, False
+
+    def finish(self) -> PeakSnapshot:
+        """Split the peak's live set by category, owner module and phase, once, at the end:
+        what was made by the peak and not freed before it (still live, or set aside)."""
+        self.ownership.scan()  # roles no event announced (gradients set by hand)
         snap = PeakSnapshot(phase=self._peak_phase, module=self._peak_module)
-        for key, entry in self._live.items():
-            category = owned.category.get(key)
-            label = self.ownership.labels.get(key) if category is None else None
-            if category is not None:
-                owner = owned.owner[key]
-                module = owner if isinstance(owner, str) else self._names(owner)
-            elif label is not None:  # a module already dropped: what it was when last seen
-                category, module = label
-            else:
-                module = entry.module or OUTSIDE
-                if entry.phase == "forward":
-                    category = "activations"
-                elif entry.phase in ("backward", "optimizer_step"):
-                    category = "temporaries"
-                    if entry.phase == "optimizer_step":
-                        module = "optimizer"
-                else:
-                    category = "other"
-            if key in owned.masters:
+        at_peak = [e for e in self._ledger.live.values() if e.created <= self._peak_seq]
+        for entry in at_peak + self._aside:
+            category, module, master = self._classified(entry)
+            if master:
                 snap.master_bytes += entry.nbytes
             snap.total += entry.nbytes
             snap.by_category[category] = snap.by_category.get(category, 0) + entry.nbytes
             snap.by_module[module] = snap.by_module.get(module, 0) + entry.nbytes
         self.snapshot = snap
-
-    def finish(self) -> PeakSnapshot:
-        """Classify a peak that no free followed; the snapshot of the whole run's peak."""
-        if self._pending:
-            self._classify()
-        return self.snapshot
+        return snap
