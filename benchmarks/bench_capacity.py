@@ -46,10 +46,11 @@ def factory(batch):
 
 
 out = open(sys.argv[1], "w")
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 search = max_batch_size(factory, capacity_bytes=CAPACITY, device="cuda", world_size=8)
-elapsed = time.perf_counter() - start
-print(f"search {{elapsed:.1f}} s, {{len(search.probes)}} probes, batch {{search.batch}}", file=out)
+elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+print(f"search {{elapsed:.1f}} s wall, {{cpu:.1f}} s CPU, {{len(search.probes)}} probes, "
+      f"batch {{search.batch}}", file=out)
 for probe in search.probes:
     print(f"  probe batch {{probe.batch}}: {{probe.peak.known_value / 2**30:.2f}} GiB"
           f" ({{probe.peak.status}}) fits={{probe.fits}}", file=out)

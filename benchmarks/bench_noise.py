@@ -29,6 +29,7 @@ the script prints the load it saw.
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import time
@@ -39,7 +40,7 @@ from typing import Any
 
 import psutil
 import torch
-from noise_pressure import PRESSURES, pressure_table, pyperf_note
+from noise_pressure import PAIRS, PRESSURES, pressure_table, pyperf_note
 from torch.utils.benchmark import Timer
 
 from torchscan_stages.compare.benchmarks import compare_benchmarks
@@ -100,7 +101,8 @@ def cpu_load(processes: int, limit_s: float, *, niced: bool = False) -> Iterator
     ``limit_s`` and terminated on exit."""
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     workers = [
-        context.Process(target=_spin, args=(limit_s, niced), daemon=True) for _ in range(processes)
+        context.Process(target=_spin, args=(limit_s, niced), daemon=True)  # type: ignore[attr-defined]
+        for _ in range(processes)
     ]
     for worker in workers:
         worker.start()
@@ -260,14 +262,24 @@ def main() -> None:
         default=None,
         help="with --table: comma-separated N or Nn (niced), e.g. 0,2,4n,16 (default: all)",
     )
+    parser.add_argument(
+        "--pairs", default=None, help="with --table: comma-separated pair names, e.g. A/A,1.3x"
+    )
+    parser.add_argument("--json", default=None, help="with --table: also write the rows here")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.table:
-        chosen = PRESSURES
+        chosen: tuple[tuple[int, bool], ...] = PRESSURES
         if args.pressures:
             chosen = tuple((int(x.rstrip("n")), x.endswith("n")) for x in args.pressures.split(","))
+        pairs: tuple[tuple[str, float], ...] = PAIRS
+        if args.pairs:
+            pairs = tuple(p for p in PAIRS if p[0] in args.pairs.split(","))
         _host("pressure table")
-        pressure_table(args.runs, busy, cpu_load, chosen)
+        rows = pressure_table(args.runs, busy, cpu_load, chosen, pairs)
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as handle:
+                json.dump(rows, handle, indent=1)
         print(pyperf_note())
         _host("after the table")
         return

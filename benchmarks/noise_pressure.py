@@ -30,7 +30,8 @@ from torch.utils.benchmark import Timer
 from torchscan_stages.compare.benchmarks import compare_benchmarks
 
 PAIRS = (("A/A", 1.0), ("1.05x", 1.05), ("1.3x", 1.3), ("2x", 2.0))
-PRESSURES = ((0, False), (1, False), (2, False), (4, False), (8, False), (16, False))
+PRESSURES: tuple[tuple[int, bool], ...] = ((0, False), (1, False), (2, False), (4, False))
+PRESSURES += ((8, False), (16, False))
 PRESSURES += ((1, True), (2, True), (4, True), (8, True), (16, True))
 MIN_EFFECT = 0.02
 
@@ -79,6 +80,18 @@ class Cell:
             self.decided += 1
 
 
+def why_inconclusive(reason: str) -> str:
+    """Which part of the rule declined: the busy-host refusal, the A/A control, too few
+    rounds, or the interval itself."""
+    if reason.startswith("host too busy"):
+        return "busy"
+    if reason.startswith("the A/A control"):
+        return "control"
+    if reason.startswith("fewer than"):
+        return "rounds"
+    return "interval"
+
+
 def _ours(
     base: Callable[[], int], cand: Callable[[], int], seed: int
 ) -> tuple[str, float | None, float | None, float, dict[str, Any]]:
@@ -89,8 +102,12 @@ def _ours(
     took = time.perf_counter() - started
     latency = result.deltas[0]
     paired = dict(result.settings.get("paired", {}))
-    base = latency.baseline.value
-    paired["overshoot_ms"] = (base * 1e3 - 1.0) if base is not None else 0.0
+    base_s = latency.baseline.value if latency.baseline is not None else None
+    paired["overshoot_ms"] = (base_s * 1e3 - 1.0) if base_s is not None else 0.0
+    paired["why"] = (
+        why_inconclusive(latency.reason or "") if latency.verdict == "inconclusive" else None
+    )
+    paired["stop_reason"] = result.settings.get("stop_reason")
     return latency.verdict, latency.ci_low, latency.ci_high, took, paired
 
 
@@ -127,6 +144,7 @@ def pressure_table(
     busy: Callable[[float], Callable[[], int]],
     cpu_load: Callable[..., Any],
     pressures: tuple[tuple[int, bool], ...] = PRESSURES,
+    pairs: tuple[tuple[str, float], ...] = PAIRS,
 ) -> list[dict[str, Any]]:
     """Every pressure x pair x ``runs``; prints one row per (pressure, pair) as it goes."""
     rows: list[dict[str, Any]] = []
@@ -143,10 +161,11 @@ def pressure_table(
     print(header, flush=True)
     for processes, niced in pressures:
         label = f"{processes} busy{' nice19' if niced else ''}"
-        limit = len(PAIRS) * runs * 20 + 60
+        limit = len(pairs) * runs * 20 + 60
         with cpu_load(processes, limit, niced=niced):
-            for name, truth in PAIRS:
+            for name, truth in pairs:
                 ours, theirs = Cell(), Cell()
+                why: dict[str, int] = {}
                 load = psutil.getloadavg()[0]
                 psi_start, wall_start = _psi_total(), time.monotonic()
                 shares: list[float] = []
@@ -154,6 +173,8 @@ def pressure_table(
                     base, cand = busy(1e-3), busy(truth * 1e-3)
                     verdict, low, high, took, paired = _ours(base, cand, seed)
                     ours.add(truth, verdict, (low, high), took, paired["overshoot_ms"])
+                    if paired["why"] is not None:
+                        why[paired["why"]] = why.get(paired["why"], 0) + 1
                     if paired.get("cpu_share") is not None:
                         shares.append(paired["cpu_share"])
                     their_verdict, _ratio, _ = _theirs(base, cand, took)
@@ -171,6 +192,8 @@ def pressure_table(
                     "covered": ours.covered,
                     "covered_corrected": ours.covered_corrected,
                     "median_s": statistics.median(ours.seconds),
+                    "max_s": max(ours.seconds),
+                    "inconclusive_why": why,
                     "load1": load,
                     "psi_some": psi,
                     "cpu_share": statistics.median(shares) if shares else None,
@@ -193,6 +216,7 @@ def _row_text(row: dict[str, Any]) -> str:
         f"{row['covered_corrected']:>3}/{row['decided']:<3} "
         f"{row['median_s']:>5.1f}s {row['load1']:>5.1f} "
         f"{psi:>5} {cpu:>5} | {row['tub_wrong']:>2}/{row['runs']:<2} {tub_detect:>6}"
+        f" | t_max {row['max_s']:.1f}s undecided {row['inconclusive_why'] or '-'}"
     )
 
 

@@ -2,9 +2,10 @@
 
 Everything runs in ONE process, single-threaded (``torch.set_num_threads(1)``: the bench
 machine has 2 shared cores; one thread keeps the plain forward and the tool call comparable).
-Overhead = tool call wall time / plain ``no_grad`` forward, measured in pairs (plain block
-then tool call, then the other order, alternating), median over repeats, noise as the IQR of
-the per-pair ratios. A plain forward is a block average (enough calls for >= 2 ms) so that
+Overhead = tool call process CPU time / plain ``no_grad`` forward's, measured in interleaved
+rounds (plain block and tool call, order drawn at random per round), median over rounds,
+spread as the IQR of the per-round ratios (see :func:`overhead_rounds`).
+A plain forward is a block average (enough calls for >= 2 ms) so that
 microsecond forwards are not dominated by timer noise.
 """
 
@@ -14,6 +15,8 @@ import datetime as dt
 import json
 import os
 import platform
+import random
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -34,6 +37,9 @@ QUICK_REPEATS = {"main": 2, "scaling": 1}
 MAX_CALL_S = 20.0
 # Above this, one timed call is all the overhead estimate gets (noise: unavailable).
 SLOW_CALL_S = 4.0
+# Per overhead cell: more rounds than ``repeats`` while the cell has taken less than this.
+OVERHEAD_BUDGET_S = 1.5
+OVERHEAD_MAX_ROUNDS = 41
 LATENCY_MODELS = ("mlp", "token_conv", "transformer")
 LATENCY_ROUNDS = 3
 ADAPTIVE_MAX_RUN_S = 5.0  # = measure_latency's default max_run_time, for a like-for-like cap
@@ -86,6 +92,63 @@ def _call(peer: Peer, model: nn.Module, x: torch.Tensor) -> tuple[PeerResult | N
         )
 
 
+def _switches() -> int:
+    """Involuntary context switches of this process so far (the host took the CPU away)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+
+
+def overhead_rounds(
+    peer: Peer, model: nn.Module, x: torch.Tensor, repeats: int, *, seed: int
+) -> dict[str, Any]:
+    """Tool call against a plain forward in interleaved rounds, each side's order drawn at
+    random per round (a fixed order can line up with the host's load), at least
+    ``repeats`` rounds and more while the cell's time stays under OVERHEAD_BUDGET_S (up to
+    OVERHEAD_MAX_ROUNDS): the ratio is each round's process CPU time of the call over the
+    plain forward's per call, the cell the median of rounds with its IQR as the spread.
+    Why CPU time: it does not grow while other jobs hold the core; why more rounds: a
+    median of 9 moved by more than its IQR between two loaded runs."""
+    plain = plain_forward(model, x)
+    rng = random.Random(seed)
+    plain_s: list[float] = []
+    tool_s: list[float] = []
+    wall_ratios: list[float] = []
+    ratios: list[float] = []
+    switches: list[int] = []
+    begun = time.perf_counter()
+    while len(ratios) < repeats or (
+        time.perf_counter() - begun < OVERHEAD_BUDGET_S and len(ratios) < OVERHEAD_MAX_ROUNDS
+    ):
+        # the order matters: the second of two back-to-back forwards reuses the allocator's
+        # freshly freed memory, which would favour one side
+        before = _switches()
+        if rng.random() < 0.5:
+            p, p_cpu = plain()
+            again, _ = _call(peer, model, x)
+            tool_cpu = last_cpu_s()
+        else:
+            again, _ = _call(peer, model, x)
+            tool_cpu = last_cpu_s()
+            p, p_cpu = plain()
+        if again is None:
+            break
+        switches.append(_switches() - before)
+        plain_s.append(p)
+        tool_s.append(again.wall_s)
+        wall_ratios.append(again.wall_s / p)
+        ratios.append(tool_cpu / p_cpu if p_cpu > 0 else again.wall_s / p)
+    return {
+        "repeats": len(ratios),
+        "method": "process_cpu_time",  # ratio: CPU seconds of the call / of a forward
+        "order": "random_per_round",
+        "plain_forward_s": quantiles(plain_s),
+        "tool_s": quantiles(tool_s),
+        "ratio": quantiles(ratios),
+        "ratios": ratios,
+        "wall_ratio": quantiles(wall_ratios),
+        "involuntary_switches": switches,
+    }
+
+
 def measure_cell(
     bm: BenchModel, peer: Peer, x: torch.Tensor, bad: torch.Tensor, repeats: int
 ) -> dict[str, Any]:
@@ -106,36 +169,9 @@ def measure_cell(
         "state_after_ok": ok_diff,
     }
     if result is not None:
-        plain = plain_forward(model, x)
         if result.wall_s > SLOW_CALL_S:
             repeats = 1
-        plain_s, tool_s, wall_ratios, ratios = [], [], [], []
-        for repeat in range(repeats):
-            # alternate which side runs first: the second of two back-to-back forwards
-            # reuses the allocator's freshly freed memory, which would favour one side
-            if repeat % 2 == 0:
-                p, p_cpu = plain()
-                again, _ = _call(peer, model, x)
-                tool_cpu = last_cpu_s()
-            else:
-                again, _ = _call(peer, model, x)
-                tool_cpu = last_cpu_s()
-                p, p_cpu = plain()
-            if again is None:
-                break
-            plain_s.append(p)
-            tool_s.append(again.wall_s)
-            wall_ratios.append(again.wall_s / p)
-            ratios.append(tool_cpu / p_cpu if p_cpu > 0 else again.wall_s / p)
-        cell["overhead"] = {
-            "repeats": len(ratios),
-            "method": "process_cpu_time",  # ratio: CPU seconds of the call / of a forward
-            "plain_forward_s": quantiles(plain_s),
-            "tool_s": quantiles(tool_s),
-            "ratio": quantiles(ratios),
-            "ratios": ratios,
-            "wall_ratio": quantiles(wall_ratios),
-        }
+        cell["overhead"] = overhead_rounds(peer, model, x, repeats, seed=len(bm.name))
     before = snapshot(model)
     bad_result, bad_error = _call(peer, model, bad)
     cell["failing_call"] = {

@@ -116,8 +116,11 @@ def _overhead_basis(data: dict[str, Any]) -> str:
     basis = (
         "Ratios are of **process CPU time** (the call's CPU seconds over a plain forward's; "
         "CPU time does not grow while other jobs hold the core, so the ratio reproduces on "
-        "a loaded host; wall-clock ratios stay in results.json as `wall_ratio`); the IQR "
-        "in brackets is the spread over repeats."
+        "a loaded host; wall-clock ratios stay in results.json as `wall_ratio`), one ratio "
+        "per round of a plain block and a tool call in an order drawn at random per round, "
+        "at least 9 rounds (5 on the scaling models) and more within 1.5 s a cell, up to 41; "
+        "the IQR in brackets is the spread over rounds (`1 run`: a call slower than 4 s wall, "
+        "timed once). The plain forward column is wall clock, so it shows the load."
         if on_cpu
         else "Ratios are of wall-clock time (results from before CPU time was recorded)."
     )
@@ -301,7 +304,7 @@ def render(data: dict[str, Any]) -> str:
         lines += [*_table(["model", *[f"`{t}`" for t in ours]], rows), ""]
         lines += ["Models:", ""] + [f"* `{n}`: {refs[n]['description']}" for n in refs] + [""]
         lines += [
-            "## Overhead: tool call / plain no_grad forward (median [IQR] over repeats)",
+            "## Overhead: tool call / plain no_grad forward (median [IQR] over interleaved rounds)",
             "",
             _overhead_basis(data),
             "",

@@ -84,3 +84,41 @@ def fixed_alternation(
                 (truth if name == "cand" else 1.0) * 1e-3 * factor + delay
             )
     return base, cand
+
+
+def starved(calls: int, delay_s: float = 30e-3) -> Host:
+    """The first ``calls`` calls each wait ``delay_s`` for a CPU (a host saturated by other
+    processes), then the host is quiet (+-1% jitter)."""
+    return lambda t, rng: (1.0 + rng.uniform(-0.01, 0.01), delay_s if t < calls else 0.0)
+
+
+class SimulatedHost:
+    """A simulated clock, per-block probe and workloads sharing one noisy host, for the
+    whole adaptive loop of compare_benchmarks: each call advances the clock by its cost
+    times the host's factor plus any wait; the probe's CPU time counts the cost times the
+    factor only (a wait is not CPU) and one involuntary switch per wait."""
+
+    def __init__(self, host: Host, seed: int = 0) -> None:
+        self.host = host
+        self.rng = random.Random(seed)
+        self.now = 0.0
+        self.cpu = 0.0
+        self.switches = 0
+        self.calls = 0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def probe(self) -> tuple[float, int]:
+        return self.cpu, self.switches
+
+    def workload(self, cost_s: float) -> Callable[[], object]:
+        def call() -> object:
+            factor, wait = self.host(self.calls, self.rng)
+            self.calls += 1
+            self.now += cost_s * factor + wait
+            self.cpu += cost_s * factor
+            self.switches += 1 if wait else 0
+            return 1
+
+        return call

@@ -135,3 +135,24 @@ def test_a_script_replaces_only_its_own_docs_block(tmp_path: Path) -> None:
         "# page\n<!-- bench_a:begin -->\nnew a\n<!-- bench_a:end -->\ntail\n"
         "\n<!-- bench_b:begin -->\nb\n<!-- bench_b:end -->\n"
     )
+
+
+def test_overhead_reproduction_counts_cells_within_the_spread_or_ten_percent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))  # the script imports its sibling modules
+    repro = _load("bench_overhead_repro")
+    first = {
+        ("m", "a"): {"ratio": {"median": 2.0, "q1": 1.8, "q3": 2.5}},  # rerun 2.4: in the IQR
+        ("m", "b"): {"ratio": {"median": 2.0, "q1": 1.95, "q3": 2.05}},  # 2.19: 9.5% off
+        ("m", "c"): {"ratio": {"median": 2.0, "q1": 1.95, "q3": 2.05}},  # 2.21: 10.5%, outside
+        ("m", "d"): {"ratio": {"median": 2.0, "q1": None, "q3": None}},  # not measured again
+    }
+    second = {
+        ("m", "a"): {"ratio": {"median": 2.4}},
+        ("m", "b"): {"ratio": {"median": 2.19}},
+        ("m", "c"): {"ratio": {"median": 2.21}},
+    }
+    result = repro.compare(first, second, "ratio")
+    assert (result["reproduced"], result["cells"]) == (2, 4)
+    assert [row["ok"] for row in result["rows"]] == [True, True, False, False]

@@ -16,6 +16,7 @@ SPEC_NAMES = {
     "predict_peak_memory", "PredictionReport",  # issue 17: prediction before running
     "LatencyOptions", "Judge",  # issue 28 item 7: the settings objects, accepted as options=
     "predict_sharded_peak_memory", "max_batch_size", "BatchSearch",  # issue 24: per rank
+    "predict_ddp_peak_memory",  # issue 24: DDP's gradient buckets per rank
 }  # fmt: skip
 
 

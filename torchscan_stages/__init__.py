@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .measure.rss import measure_peak_rss
     from .predict import predict_peak_memory
     from .predict.capacity import BatchSearch, max_batch_size
+    from .predict.ddp import predict_ddp_peak_memory
     from .predict.sharded import predict_sharded_peak_memory
     from .render import render_report
     from .report import (
@@ -54,6 +55,7 @@ _PUBLIC: dict[str, str] = {
     "predict_peak_memory": ".predict",
     "predict_sharded_peak_memory": ".predict.sharded",
     "max_batch_size": ".predict.capacity",
+    "predict_ddp_peak_memory": ".predict.ddp",
     "BatchSearch": ".predict.capacity",
     "compare_reports": ".compare.reports",
     "compare_benchmarks": ".compare.benchmarks",
@@ -97,6 +99,7 @@ __all__ = [
     "measure_peak_memory",
     "measure_peak_rss",
     "measure_workload",
+    "predict_ddp_peak_memory",
     "predict_peak_memory",
     "predict_sharded_peak_memory",
     "profile_workload",

@@ -134,7 +134,7 @@ def empty_work_diagnostic(operators: int, elements_out: int, metric: str) -> Dia
     )
 
 
-def _compiled_frames() -> int:
+def compiled_frames() -> int:
     """Frames Dynamo has compiled in this process (0 when Dynamo was never loaded)."""
     if "torch._dynamo" not in sys.modules:
         return 0
@@ -169,7 +169,7 @@ def eager_compiled_code(
         return
     with torch.compiler.set_stance("force_eager"):
         yield notes
-    frames = _compiled_frames()
+    frames = compiled_frames()
     if frames or _in_place_compiled(module):
         notes.append(
             Diagnostic(

@@ -79,3 +79,23 @@ def test_package_help_points_to_the_pipeline_and_summary_explains_max_depth() ->
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     assert "--max-depth MAX_DEPTH" in summary.stdout and "module depth" in summary.stdout
+
+
+def test_the_bf16_note_is_on_the_comparison_page_too() -> None:
+    from torchscan_stages.provenance import build_provenance
+    from torchscan_stages.render import render_report
+    from torchscan_stages.report import BenchmarkComparison, CheckResult
+    from torchscan_stages.stages.compare import with_bf16_note
+
+    config = load_config([], conf_dir=ROOT / "conf")  # the default bf16_autocast candidate
+    comparison = BenchmarkComparison(
+        provenance=build_provenance(), baseline_name="baseline", candidate_name="bf16",
+        check=CheckResult(performed=False, passed=None), deltas=[],
+    )  # fmt: skip
+    noted = with_bf16_note(comparison, bf16_cpu_note(config, NO_BF16))
+    assert comparison.diagnostics == []  # the report passed in is left as it was
+    (diagnostic,) = noted.diagnostics
+    assert (diagnostic.code, diagnostic.severity) == ("bf16_without_matrix_units", "info")
+    page = render_report(noted)
+    assert "bf16_without_matrix_units" in page
+    assert "expect the candidate to be slower, not faster" in page

@@ -76,3 +76,62 @@ def test_capacity_is_required_and_checked() -> None:
         max_batch_size(_mlp_step, device="cpu")  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="capacity_bytes"):
         max_batch_size(_mlp_step, capacity_bytes=0, device="cpu")
+
+
+def _wide_step(batch: int) -> Callable[[], None]:
+    def step() -> None:
+        model = nn.Sequential(nn.Linear(64, 1024), nn.ReLU(), nn.Linear(1024, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.randn(batch, 256, 64)).pow(2).mean().backward()
+        optimizer.step()
+
+    return step
+
+
+@pytest.mark.parametrize("extra", [0, 1000])
+def test_an_activation_bound_affine_peak_is_settled_in_three_probes(extra: int) -> None:
+    peaks = {b: predict_peak_memory(_wide_step(b), device="cpu").peak.value for b in (1, 7, 8)}
+    # per sample: three 256 x 1024 fp32 hidden tensors (1 MiB each) and the 256 x 64 input
+    per_sample = 3 * 256 * 1024 * 4 + 256 * 64 * 4
+    assert peaks[8] - peaks[7] == per_sample and peaks[7] - peaks[1] == 6 * per_sample
+    search = max_batch_size(_wide_step, capacity_bytes=peaks[7] + extra, device="cpu")
+    # the first probe's activations, temporaries and other bytes aim at batch 7; the search
+    # then predicts 7 and 8 directly: three probes, each the direct prediction
+    assert search.batch == 7
+    assert [(p.batch, p.peak.value) for p in search.probes] == [
+        (1, peaks[1]),
+        (7, peaks[7]),
+        (8, peaks[8]),
+    ]
+    assert [p.fits for p in search.probes] == [True, True, False]
+
+
+def test_probes_report_the_figure_their_verdict_judged() -> None:
+    """An AdamW step whose peak is in the backward: a steady-state step holds the moments
+    through it, so the headline (steady-state) peak is above the first step's; the search
+    must report and interpolate on that figure, or it reads 'fits=False' under a peak below
+    the capacity and creeps down one batch per probe."""
+
+    def factory(batch: int) -> Callable[[], None]:
+        def step() -> None:
+            model = nn.Sequential(nn.Linear(64, 1024), nn.ReLU(), nn.Linear(1024, 1))
+            optimizer = torch.optim.AdamW(model.parameters())
+            model(torch.randn(batch, 256, 64)).pow(2).mean().backward()
+            optimizer.step()
+
+        return step
+
+    report = predict_peak_memory(factory(7), device="cpu")
+    assert report.headline == "steady_state_peak" and report.steady_state_peak is not None
+    steady = report.steady_state_peak.value
+    assert isinstance(steady, int) and steady > report.peak.value
+    # held through the backward: the two fp32 moments of the 64x1024 + 1024 + 1024 + 1
+    # parameters (270,340 B each) and the four 4-byte step counters
+    assert steady - report.peak.value == 2 * (64 * 1024 + 1024 + 1024 + 1) * 4 + 4 * 4
+    search = max_batch_size(factory, capacity_bytes=steady, device="cpu")
+    assert search.batch == 7
+    for probe in search.probes:
+        assert probe.headline == "steady_state_peak"
+        assert probe.fits == (probe.peak.value + probe.resident_bytes <= steady)
+    assert search.curve[7].value == steady
+    assert len(search.probes) <= 4

@@ -18,15 +18,16 @@ def _blocks(language: str) -> list[str]:
 
 def test_python_blocks_run() -> None:
     blocks = _blocks("python")
-    assert len(blocks) == 4
+    assert len(blocks) == 6
     namespace: dict[str, object] = {"__name__": "docs_prediction"}
     exec(compile(blocks[0], "docs/prediction.md[block 1]", "exec"), namespace)
     report = namespace["report"]
     # the recipe's answer is a complete prediction with a verdict against 24 GiB
     assert report.peak.status == "complete"  # type: ignore[attr-defined]
     assert report.fits is True  # type: ignore[attr-defined]
-    # then the resident-model recipe, whole-model analysis and the sharded recipe (one FSDP2
-    # rank and a max-batch search), in order; asserts inside
+    # then the resident-model recipe, worst-case routing, the sharded recipe (one FSDP2 rank
+    # and a max-batch search), one DDP rank and whole-model analysis, in file order; asserts
+    # inside
     for number, block in enumerate(blocks[1:], start=2):
         exec(compile(block, f"docs/prediction.md[block {number}]", "exec"), namespace)
     search = namespace["search"]

@@ -119,3 +119,21 @@ def test_stage_predicts_one_fsdp2_rank_and_a_batch_curve(tmp_path: Path) -> None
     metrics = json.loads((tmp_path / "metrics" / "predict.json").read_text(encoding="utf-8"))
     assert metrics["predicted_peak_bytes_batch_4"] == peaks[-1]
     assert metrics["predicted_fits_batch_4"] == 1  # a few MiB against 1 GiB
+
+
+def test_stage_predicts_one_ddp_rank(tmp_path: Path) -> None:
+    done = _run(tmp_path, device="cpu", sharding="ddp", world_size=2)
+    assert done.returncode == 0, done.stderr
+    report = load_report(tmp_path / "reports" / "predict.json")
+    assert isinstance(report, PredictionReport)
+    assert (report.world_size, report.sharding) == (2, "ddp")
+    assert report.peak.status == "complete", report.diagnostics
+    from torchscan_stages.pipeline.schema import validate_config
+    from torchscan_stages.pipeline.workload import build_model_and_inputs
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    model, _, _ = build_model_and_inputs(validate_config(params))
+    # the first step's one bucket: every fp32 parameter, flat
+    assert report.by_category["gradient_buckets"].value == 4 * sum(
+        p.numel() for p in model.parameters()
+    )

@@ -15,6 +15,9 @@ How "no failed request" is proven (no CDP client needed):
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html
 import json
 import os
 import shutil
@@ -76,9 +79,18 @@ def page_requests(events: list[dict[str, Any]]) -> list[str]:
 
 
 def load(
-    page: Path, work: Path, *, width: int = 1280, height: int = 2000, screenshot: bool = False
+    page: Path,
+    work: Path,
+    *,
+    width: int = 1280,
+    height: int = 2000,
+    screenshot: bool = False,
+    wait_ms: int = 0,
 ) -> PageLoad:
-    """Open ``page`` once: DOM after load, page-initiated requests, optional screenshot."""
+    """Open ``page`` once: DOM after load, page-initiated requests, optional screenshot.
+
+    ``wait_ms`` > 0 lets the page's timers and promises run that long in virtual time before
+    the DOM is read (a chart library drawing asynchronously)."""
     assert CHROMIUM is not None, SKIP_REASON
     work.mkdir(parents=True, exist_ok=True)
     netlog = work / f"{page.stem}-{width}.netlog.json"
@@ -91,6 +103,8 @@ def load(
         f"--window-size={width},{height}",
         "--dump-dom",
     ]
+    if wait_ms:
+        command.append(f"--virtual-time-budget={wait_ms}")
     if screenshot:
         command.append(f"--screenshot={shot}")
     command.append(page.resolve().as_uri())
@@ -109,3 +123,33 @@ def png_size(path: Path) -> tuple[int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
     width, height = struct.unpack(">II", data[16:24])
     return width, height
+
+
+def measure(page: Path, work: Path, script: str, *, width: int = 1400, wait_ms: int = 0) -> Any:
+    """Lay ``page`` out at ``width`` and return what ``script`` (a JS function body) returns;
+    a returned Promise is awaited (give it ``wait_ms`` of virtual time).
+
+    Test-only: a copy of the page gets one more inline script that writes the result's JSON
+    into the DOM, which ``--dump-dom`` returns; a page with a CSP gets the script's hash.
+    """
+    hook = (
+        "Promise.resolve().then(function () { return (function () { " + script + " })(); })"
+        ".then(function (v) { return v; }, function (e) { return {measure_error: String(e)}; })"
+        ".then(function (v) { var out = document.createElement('pre'); out.id = 'measured';"
+        " out.textContent = JSON.stringify(v); document.body.appendChild(out); });"
+    )
+    digest = base64.b64encode(hashlib.sha256(hook.encode()).digest()).decode()
+    text = page.read_text(encoding="utf-8")
+    csp = text.find('http-equiv="Content-Security-Policy"')
+    if csp >= 0:  # only inside the policy: a page's inlined library may hold the same words
+        at = text.index("script-src ", csp)
+        text = f"{text[:at]}script-src &#39;sha256-{digest}&#39; {text[at + 11 :]}"
+    end = text.rindex("</body>")  # the last: inlined libraries may spell the tag in strings
+    copy = page.with_name(f"{page.stem}-measured-{width}.html")
+    copy.write_text(f"{text[:end]}<script>{hook}</script>\n{text[end:]}", encoding="utf-8")
+    dom = load(copy, work, width=width, wait_ms=wait_ms).dom
+    assert '<pre id="measured">' in dom, "the measuring script did not run"
+    found = dom.rsplit('<pre id="measured">', 1)[1].split("</pre>", 1)[0]
+    value = json.loads(html.unescape(found))
+    assert not (isinstance(value, dict) and "measure_error" in value), value
+    return value

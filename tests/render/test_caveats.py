@@ -128,3 +128,27 @@ def test_sweep_chart_fits_long_y_labels_and_keeps_failed_only_values_off_the_axi
     widest = max(len(human(v, "samples/s")) for v in (500.0, 1000.0, 1500.0, 2000.0, 2500.0))
     left = float(chart.split('<line class="grid" x1="', 1)[1].split('"', 1)[0])
     assert left >= TICK_CHAR_PX * widest + 6, (left, widest)
+
+
+def test_sweep_charts_name_the_failed_jobs_they_leave_out() -> None:
+    from torchscan_stages.render.sweep_view import sweep_page
+
+    def job(name: str, threads: str, status: str, value: float | None) -> dict[str, object]:
+        metric = {"status": "complete", "value": value, "known_value": value,
+                  "unit": "samples/s", "scope": "warmed_block_average"}  # fmt: skip
+        return {"job": name, "status": status, "axes": {"threads": threads},
+                "metrics": {"latency.throughput": metric} if value else {},
+                "error": None if value else "WorkloadError: out of memory"}  # fmt: skip
+
+    jobs = [job("0", "1", "completed", 100.0), job("1", "2", "completed", 190.0),
+            job("2", "4", "failed", None), job("3", "bogus", "failed", None)]  # fmt: skip
+    html = sweep_page({"title": "t", "jobs": jobs})
+    note = html[html.index('<p class="chart-note failed-jobs">') :].split("</p>", 1)[0]
+    # both failures named, marked failed, with their settings and one-line errors; the
+    # chart itself has a gap at threads=4 and no "bogus" x value
+    assert "Not drawn, 2 job(s) not completed" in note
+    assert "job 2 (threads=4) failed: WorkloadError: out of memory" in note
+    assert "job 3 (threads=bogus) failed: WorkloadError: out of memory" in note
+    assert html.index("failed-jobs") < html.index('<svg class="chart"')  # above the charts
+    done = sweep_page({"title": "t", "jobs": jobs[:2]})
+    assert "failed-jobs" not in done.split("<style>")[1].split("</style>")[1]  # none failed

@@ -11,6 +11,7 @@ from torchscan_stages.render import render_index, render_report
 from torchscan_stages.render.common import setting_text
 from torchscan_stages.report import (
     BenchmarkReport,
+    Diagnostic,
     ExecutionRecord,
     MemorySection,
     MetricResult,
@@ -138,8 +139,7 @@ def test_by_module_sections_say_whether_children_are_included() -> None:
 
 
 def test_index_shows_shared_provenance_once() -> None:
-    reports = [_memory_report(), _rss_report(), samples.analysis_report()]
-    page = render_index(reports)
+    page = render_index([_memory_report(), _rss_report(), samples.analysis_report()])
     lines = _text(page)
     # the environment table (cpu model ...) appears once, not once per report
     assert lines.count("Example CPU @ 2.40GHz") == 1
@@ -182,3 +182,49 @@ def test_raw_numbers_in_free_text_are_made_readable() -> None:
     # identifiers, versions and short numbers are left alone
     same = "aten.mm.default at layer1.0 ran 12 times, torch 2.13.0, 512 bytes"
     assert humanize_text(same) == same
+
+
+def test_index_comparison_row_shows_ratio_and_verdict_with_the_why() -> None:
+    decided = samples.comparison(check_passed=True)
+    latency = decided.deltas[0]
+    assert latency.ratio is not None and latency.candidate.value is not None
+    assert latency.baseline.value is not None
+    # 6.845 ms / 12.38 ms = 0.5528 -> "ratio 0.553", the CI [0.536, 0.569] excludes 1: faster
+    assert f"{latency.candidate.value / latency.baseline.value:.3g}" == "0.553"
+    withheld = samples.comparison(check_passed=False)
+    page = render_index([decided, withheld], title="t")
+    body = page[page.index("<tbody>") : page.index("</tbody>")]
+    rows = [" ".join(_text(row)) for row in body.split("</tr>")[:2]]
+    assert "warmed_latency candidate: 6.85 ms ratio 0.553 (faster)" in rows[0]
+    # no ratio, and the reason beside an undecided verdict
+    assert "peak_rss candidate: — no ratio (not comparable: candidate child exited" in rows[0]
+    # a withheld delta shows no ratio at all (never read as a gain), only why it is withheld
+    assert "warmed_latency candidate: 6.85 ms withheld: output check failed" in rows[1]
+    assert "0.553" not in rows[1]
+
+
+def test_index_says_why_a_cpu_run_predicts_for_cuda() -> None:
+    prediction = samples.prediction_report()
+    assert prediction.device == "cuda"  # the pipeline's predict.device default
+    page = render_index([prediction, samples.analysis_report()], title="t")
+    body = page[page.index("<tbody>") : page.index("</tbody>")]
+    row = " ".join(_text(body.split("</tr>")[0]))
+    # 9,439,232 B = 9.00 MiB (render_samples.prediction_report's parts)
+    assert "predicted peak (cuda): 9.00 MiB CUDA's allocator, predicted on fake tensors" in row
+    assert "no GPU needed" in row
+    cpu = prediction.model_copy(update={"device": "cpu"})
+    assert "no GPU needed" not in render_index([cpu, samples.analysis_report()], title="t")
+
+
+def test_index_comparison_row_carries_the_info_note_on_its_metric() -> None:
+    note = "bf16 on a CPU without bf16 matrix units: expect the candidate to be slower"
+    sample = samples.comparison(check_passed=True)
+    info = Diagnostic(code="bf16_without_matrix_units", severity="info",
+                      metric="warmed_latency", message=note)  # fmt: skip
+    noted = sample.model_copy(update={"diagnostics": [*sample.diagnostics, info]})
+    page = render_index([noted, samples.analysis_report()], title="t")
+    body = page[page.index("<tbody>") : page.index("</tbody>")]
+    row = " ".join(_text(body.split("</tr>")[0]))
+    # beside its own metric only: peak_rss keeps just its verdict
+    assert f"6.85 ms ratio 0.553 (faster); {note}" in row
+    assert row.count(note) == 1

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from ._walk import named_modules
-from .packed_params import holds_packed_weights, packed_tensors, storage_bytes
+from .packed_params import holds_packed_weights, inner_storages, packed_tensors, storage_bytes
 from .parametrized import parametrization_lists
 
 
@@ -66,7 +66,8 @@ def tensor_sums(modules: Iterable[nn.Module], *, own_parametrizations: bool = Fa
     and ``_buffers`` (no generator chain).
 
     Quantized modules' packed weights (``quantize_dynamic``) count as frozen parameters by
-    their storage bytes; ``own_parametrizations``: a parametrised module's originals
+    their storage bytes, and so do quantized tensor subclasses (torchao's int8/int4/fp8
+    weights: their inner storages); ``own_parametrizations``: a parametrised module's originals
     (weight_norm's ``original0/1``) count as its own, for its one record."""
     sizes: dict[int, int] = {}
     seen_buffers: set[int] = set()
@@ -80,7 +81,7 @@ def tensor_sums(modules: Iterable[nn.Module], *, own_parametrizations: bool = Fa
             if p is not None and id(p) not in sizes:
                 n = sizes[id(p)] = p.numel()
                 trainable += n if p.requires_grad else 0
-                pbytes += n * p.element_size()
+                pbytes += storage_bytes(p) if inner_storages(p) else n * p.element_size()
         if holds_packed_weights(sub):  # frozen: quantized weights take no gradient
             for tensor in packed_tensors(sub):
                 packed_numel += tensor.numel()
@@ -89,7 +90,7 @@ def tensor_sums(modules: Iterable[nn.Module], *, own_parametrizations: bool = Fa
             if b is not None and id(b) not in seen_buffers:
                 seen_buffers.add(id(b))
                 buffers += b.numel()
-                bbytes += b.numel() * b.element_size()
+                bbytes += storage_bytes(b) if inner_storages(b) else b.numel() * b.element_size()
     total = sum(sizes.values()) + packed_numel
     return TensorSums(total, trainable, pbytes, buffers, bbytes, tuple(sizes.items()))
 

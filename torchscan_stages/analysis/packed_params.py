@@ -6,6 +6,12 @@ parameter count read from it is a silent 0. Those modules expose the real tensor
 ``_weight_bias()``; they are counted as the module's (frozen) parameters, with the bytes of
 their storage: 1 per int8 element (plus per-channel scales and zero points when the scheme
 has them), 2 per fp16 element, 4 per float32 bias element.
+
+Tensor subclasses that store their values in other tensors of another dtype (torchao's
+``Int8Tensor``, ``IntxUnpackedToInt8Tensor``, ``Float8Tensor``: a bf16 weight held as int8
+or fp8 ``qdata`` with scales and zero points) take the bytes of those inner storages, not
+``numel x element_size`` of the dtype they present (:func:`inner_storages`). A wrapper whose
+inner tensor has its own dtype (DTensor's local shard) is not one of them.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._python_dispatch import _disable_current_modes, is_traceable_wrapper_subclass
 
 _PACKED: dict[type, bool] = {}
 
@@ -55,9 +61,35 @@ def packed_tensors(module: nn.Module) -> list[torch.Tensor]:
         return _flatten(module._weight_bias())  # type: ignore[operator]
 
 
+def _inner(tensor: torch.Tensor) -> list[torch.Tensor]:
+    names, _ = tensor.__tensor_flatten__()  # type: ignore[attr-defined]
+    found: list[torch.Tensor] = []
+    for name in names:
+        inner = getattr(tensor, name)
+        if isinstance(inner, torch.Tensor):
+            found += _inner(inner) if is_traceable_wrapper_subclass(inner) else [inner]
+    return found
+
+
+def inner_storages(tensor: torch.Tensor) -> list[torch.Tensor]:
+    """The plain tensors a wrapper subclass keeps its values in, when any holds another dtype
+    than the one the subclass presents (torchao's ``qdata``, ``scale``, ``zero_point``; a
+    jagged nested tensor's values and int64 offsets): its storage is theirs. Empty for a
+    plain tensor and for a same-dtype wrapper (DTensor's local shard)."""
+    if not is_traceable_wrapper_subclass(tensor):
+        return []
+    inner = _inner(tensor)
+    return inner if any(t.dtype != tensor.dtype for t in inner) else []
+
+
 def storage_bytes(tensor: torch.Tensor) -> int:
     """Bytes a tensor's values take in storage: elements x element size, plus the
-    per-channel scales and zero points of a per-channel quantized tensor."""
+    per-channel scales and zero points of a per-channel quantized tensor; a quantized
+    tensor subclass's inner storages, each once."""
+    inner = inner_storages(tensor)
+    if inner:
+        storages = {id(t.untyped_storage()): t.untyped_storage().nbytes() for t in inner}
+        return sum(storages.values())
     size = tensor.numel() * tensor.element_size()
     if tensor.is_quantized and tensor.qscheme() in (
         torch.per_channel_affine,

@@ -25,8 +25,14 @@ from ..report import (
     PerformanceDelta,
 )
 from ..stats import quantile, relative_iqr
-from .interleave import LOCATION_LEVEL, InterleavedRun, latency_verdict, ratio_of_locations
-from .paired import paired_ratio, paired_sides, widened
+from .interleave import (
+    LOCATION_LEVEL,
+    InterleavedRun,
+    RatioEstimate,
+    latency_verdict,
+    ratio_of_locations,
+)
+from .paired import PairedEstimate, cpu_share, paired_ratio, paired_sides, widened
 
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_CONFIDENCE = 0.95
@@ -114,18 +120,37 @@ class Judge:
 
     def settled(self, run: InterleavedRun) -> bool:
         """The adaptive stop: the interval of the undisturbed rounds, widened by the A/A
-        control, is narrower than the minimum effect (relative width)."""
+        control, is narrower than the minimum effect (relative width), and nothing that the
+        verdict rule would decline on stands in the way: the workloads got at least
+        ``min_cpu_share`` of the wall time as CPU and the A/A control is not itself faster
+        or slower. Why keep sampling then: the share and the control are measured over the
+        whole run, so a host that calms down lets a run that began in a burst still decide
+        (at 2 busy processes 3 of 20 true 1.3x pairs stopped early and were declined). Both
+        conditions are blind to which workload ran in which slot, so waiting on them cannot
+        favour a direction; the A/B interval's own verdict is never waited for."""
         sides = paired_sides(run, self.min_blocks)
         if sides.undisturbed is not None and sides.undisturbed < self.min_blocks:
+            return False
+        share = cpu_share(run.traces)
+        if share is not None and share < self.min_cpu_share:
             return False
         estimate = paired_ratio(sides.base, sides.cand, confidence=self.confidence)
         control = None
         if sides.control:
             control = paired_ratio(sides.control_base, sides.control, confidence=self.confidence)
+            if self._decided(widened(control, None, self.ci_floor)):
+                return False
         final = widened(estimate, control, self.ci_floor)
         if final.low is None or final.high is None:
             return False
         return (final.high - final.low) / final.ratio < self.min_effect
+
+    def _decided(self, estimate: PairedEstimate) -> bool:
+        """Whether an interval says faster or slower by the verdict rule."""
+        if estimate.low is None or estimate.high is None:
+            return False
+        ratio = RatioEstimate(estimate.ratio, estimate.low, estimate.high, self.confidence, 0, True)
+        return latency_verdict(ratio, min_effect=self.min_effect)[0] in ("faster", "slower")
 
 
 def noise_diagnostic(noise: float, judge: Judge, verdict: str) -> Diagnostic:

@@ -4,15 +4,19 @@ Builds both workloads from the composed pipeline config, compares them with
 compare_benchmarks (the owner's allclose check, tolerance from ``candidate.tolerance``, no
 default) and diffs the two models' crawl reports. A candidate that cannot be built or run
 here (e.g. torch.compile without a working compiler) becomes a ``candidate_failed``
-comparison with no numbers, never a crash or a fabricated delta.
+comparison with no numbers, never a crash or a fabricated delta. A ``compile`` candidate's
+first call (compile + one run) is recorded on its own (``comparison.compile``, scope
+``compile_first_call``) with Dynamo's compiled-frame counts, apart from warmed latency.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..report import BenchmarkComparison, CheckResult, Diagnostic, ReportDiff
+from ..report import BenchmarkComparison, CheckResult, CompileRecord, Diagnostic, ReportDiff
+from ..workloads import compiled_frames
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,73 @@ class CandidateComparison:
         for key, value in self.diff.totals.items():
             if value.delta is not None:
                 metrics[f"diff_{key}"] = value.delta
+        record = self.comparison.compile
+        if record is not None and record.first_call.is_complete:
+            metrics["compile_first_call_s"] = record.first_call.value
         return metrics
+
+
+class CompileWatch:
+    """A candidate workload that counts Dynamo's compiled frames over its first call and
+    over every later one (compare_benchmarks' first call of a side is its timed first call)."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self._call = call
+        self.calls = 0
+        self.first = self.after = 0
+
+    def __call__(self) -> Any:
+        before = compiled_frames()
+        try:
+            return self._call()
+        finally:
+            compiled = compiled_frames() - before
+            if self.calls == 0:
+                self.first = compiled
+            else:
+                self.after += compiled
+            self.calls += 1
+
+
+def compile_record(
+    comparison: BenchmarkComparison, spec: Any, watch: CompileWatch
+) -> CompileRecord | None:
+    """The candidate's timed first call as its compile record, with what Dynamo compiled;
+    a first call that compiled nothing, or compiling later, is said on the comparison."""
+    side = comparison.candidate
+    if side is None or side.latency is None:
+        return None  # the candidate failed before it was timed: nothing to record
+    first = side.latency.first_call.model_copy(update={"scope": "compile_first_call"})
+    if watch.first == 0:
+        comparison.diagnostics.append(
+            Diagnostic(
+                code="compile_not_in_first_call",
+                severity="warning",
+                metric="compile.first_call",
+                message="the compiled candidate's first call compiled no frame (compiled "
+                "earlier in this process, or Dynamo skipped the model): its first-call time "
+                "is not a compile time",
+            )
+        )
+    if watch.after:
+        comparison.diagnostics.append(
+            Diagnostic(
+                code="recompiled_after_first_call",
+                severity="warning",
+                metric="latency.warmed",
+                count=watch.after,
+                message=f"Dynamo compiled {watch.after} frame(s) after the candidate's first "
+                "call (a guard failed: shapes, dtypes, grad mode); the warmed rounds may "
+                "include compile time",
+            )
+        )
+    return CompileRecord(
+        backend=spec.backend,
+        mode=spec.mode,
+        first_call=first,
+        frames_compiled_first_call=watch.first,
+        frames_compiled_after=watch.after,
+    )
 
 
 def _failed(candidate_name: str, error: BaseException) -> BenchmarkComparison:
@@ -70,10 +140,12 @@ def _timed_comparison(cfg: Any, baseline: Any) -> BenchmarkComparison:
             failures.append(error)
             raise
 
+    spec = cfg.candidate.compile
+    watched = CompileWatch(candidate_call)
     try:
-        return compare_benchmarks(
+        comparison = compare_benchmarks(
             baseline,
-            candidate_call,
+            watched if spec is not None else candidate_call,
             check=allclose_check(rtol, atol),
             work_units=cfg.input.work_units,
             unit=cfg.input.unit,
@@ -90,6 +162,9 @@ def _timed_comparison(cfg: Any, baseline: Any) -> BenchmarkComparison:
         if not failures:
             raise
         return _failed(cfg.candidate.name, failures[0])
+    if spec is not None:
+        comparison.compile = compile_record(comparison, spec, watched)
+    return comparison
 
 
 def compare_configured_candidate(cfg: Any) -> CandidateComparison:

@@ -10,7 +10,8 @@ docs/prediction.md):
   ``PROBE_LIMIT`` input elements it is not probed and the result is partial.
 * ``aten._grouped_mm`` (Mixture-of-Experts in transformers 5): the meta kernel accepts only
   bf16 in torch 2.13, though the CPU kernel runs fp32; the output's shape does not depend on
-  the dtype, so the meta kernel is asked in bf16 and the output made in the real dtype.
+  the dtype, so the meta kernel is asked in bf16 and the output made in the real dtype
+  (``analysis/operators/fallbacks.py``, shared with ``measure_flops`` on ``meta``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+from ..analysis.operators.fallbacks import grouped_mm
 
 PROBE_LIMIT = 1 << 24  # input + weight elements of one probed RNN layer (64 MiB of fp32)
 _aten = torch.ops.aten
@@ -76,15 +79,7 @@ def _rnn_layer(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], note: N
 
 
 def _grouped_mm(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], note: Note) -> Any:
-    a, b = args[0], args[1]
-    if a.dtype == b.dtype == torch.bfloat16:
-        return func(*args, **kwargs)
-    rest = [x.to(torch.bfloat16) if isinstance(x, torch.Tensor) and x.is_floating_point()
-            else x for x in args[2:]]  # fmt: skip
-    options = dict(kwargs)
-    out_dtype = options.pop("out_dtype", None) or (args[4] if len(args) > 4 else None)
-    shaped = func(a.to(torch.bfloat16), b.to(torch.bfloat16), *rest[:2], **options)
-    return torch.empty(shaped.shape, dtype=out_dtype or a.dtype, device=a.device)
+    return grouped_mm(func, args, kwargs)  # shared with measure_flops/crawl_module on meta
 
 
 CORRECTED: dict[Any, Callable[[Any, tuple[Any, ...], dict[str, Any], Note], Any]] = {

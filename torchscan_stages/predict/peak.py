@@ -23,6 +23,7 @@ from .modules import QualifiedModuleStack
 from .ownership import Ownership
 from .parallelism import unmodelled
 from .resident import Residents, TorchGlobals, reach
+from .routing import ROUTING, WorstCaseRouting, worst_case_report
 from .stops import FAKE_LIMITS, FakeRunStopped, stop_diagnostic
 from .tracker import PeakSnapshot, PeakTracker
 
@@ -51,6 +52,7 @@ def _run(
     *,
     tracker_type: type[PeakTracker] = PeakTracker,
     ownership_type: type[Ownership] = Ownership,
+    routing: WorstCaseRouting | None = None,
 ) -> tuple[PeakTracker, PeakSnapshot, list[Diagnostic]]:
     """Run ``workload`` once under fake tensors; ``tracker_type``/``ownership_type`` let the
     sharded prediction (predict/sharded.py) follow collectives and DTensor shards. The
@@ -61,6 +63,7 @@ def _run(
     fake = FakeTensorMode(allow_non_fake_inputs=True)
     residents = Residents(fake, allocator)
     tracker = tracker_type(allocator, ownership, modules, modules._name, residents)
+    tracker.routing = routing
 
     def settle(optimizer: Any) -> None:
         owned = ownership.snapshot(host_step_counters=tracker.host_counters)
@@ -100,7 +103,7 @@ def _run(
             if lazy is not None:
                 diagnostics.append(lazy)
             snapshot = tracker.finish()
-        diagnostics += [_compiled_as_eager(note) for note in compiled]
+        diagnostics += [_compiled_as_eager(note) for note in compiled] + residents.notes()
     finally:
         residents.restore()
         saved.restore()
@@ -158,6 +161,7 @@ def predict_peak_memory(
     device: str = "cuda",
     capacity_bytes: int | None = None,
     name: str | None = None,
+    routing: str = "exact",
 ) -> PredictionReport:
     """Predict the peak memory of one ``workload()`` call without running it on data.
 
@@ -167,6 +171,8 @@ def predict_peak_memory(
     ``torch.cuda.max_memory_allocated`` (512-byte blocks), ``"cpu"`` predicts
     ``measure_peak_memory``'s ``cpu_tracked_tensors``. ``capacity_bytes`` (the owner's
     memory) sets ``fits``; it is ``None`` when a lower bound cannot decide.
+    ``routing="worst_case"`` takes data-dependent sizes (an eager MoE's ``nonzero``) at the
+    bound their shapes give, under its own method (predict/routing.py).
     """
     if not callable(workload):
         raise TypeError(f"workload must be a zero-argument callable, got {type(workload).__name__}")
@@ -176,16 +182,20 @@ def predict_peak_memory(
         or capacity_bytes <= 0
     ):
         raise ValueError(f"capacity_bytes must be a positive int of bytes, got {capacity_bytes!r}")
+    if routing not in ROUTING:
+        raise ValueError(f"routing must be one of {ROUTING}, got {routing!r}")
     allocator = allocator_model(str(device))
-    tracker, snapshot, diagnostics = _run(workload, allocator)
+    bounds = WorstCaseRouting() if routing == "worst_case" else None
+    tracker, snapshot, diagnostics = _run(workload, allocator, routing=bounds)
     diagnostics += unmodelled(
         tracker.ownership.parallel, predictor="predict_peak_memory (one device)"
     )
     assert tracker.residents is not None
-    return build_report(
+    report = build_report(
         tracker, snapshot, diagnostics, tracker.residents, allocator, str(device),
         capacity_bytes, name,
     )  # fmt: skip
+    return report if bounds is None else worst_case_report(report, bounds)
 
 
 # the single-device pieces predict/sharded.py builds its per-rank report from

@@ -14,6 +14,9 @@ value and an in-place update changes the clone only.
 
 Resident storages are counted once, in their own categories, beside the step's peak; they
 are never new allocations (``measure_peak_memory`` counts only what the call creates).
+Quantized modules' packed weights (``quantize_dynamic``), which live in TorchBind objects
+and not in ``_parameters``, are parameters by their storage bytes, as ``crawl_module``'s
+``parameter_bytes`` counts them (``analysis/packed_params.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
+from ..analysis.packed_params import (
+    holds_packed_weights,
+    inner_storages,
+    packed_tensors,
+    storage_bytes,
+)
+from ..report import Diagnostic
 from .allocator import AllocatorModel
 
 RESIDENT_CATEGORIES = ("parameters", "buffers", "gradients", "optimizer_state", "inputs")
@@ -141,11 +151,15 @@ class Residents:
         self._undo: list[Callable[[], None]] = []
         self._leaf_grads: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
         self._swapped: set[int] = set()
+        self.packed_modules: list[str] = []  # class names of quantized modules counted by value
+        self.packed_bytes = 0  # their packed weights' bytes, resident parameters
 
     # ---------------------------------------------------------------------- fake copies
     def fake_of(self, real: torch.Tensor, category: str = "inputs") -> torch.Tensor:
         """The one fake copy of ``real`` (memoised; views share their fake storage)."""
         if not _plain(real) or real.device.type == "meta":
+            for inner in inner_storages(real):  # a quantized subclass (torchao) stays real;
+                self.fake_of(inner, category)  # its int8/fp8 storages are counted as its own
             return real  # fake already, or a subclass (DTensor...) that does its own dispatch
         known = self._fakes.get(id(real))
         if known is not None and known[0] is real:
@@ -170,9 +184,40 @@ class Residents:
             nbytes = self.allocator.rounded(storage.nbytes())
             self.storages[id(storage)] = (category, nbytes, storage)
 
+    def _count_packed(self, module: torch.nn.Module) -> None:
+        """A quantized module's packed weights and biases, as frozen parameters, by their
+        bytes plus a per-channel tensor's scales and zero points (once per module: a module
+        is swapped once). They stay real (the quantized operators read them through
+        TorchBind, which no fake copy reaches); the unpacked copies are not kept."""
+        self.packed_modules.append(type(module).__name__)
+        for tensor in packed_tensors(module):
+            extra = storage_bytes(tensor) - tensor.numel() * tensor.element_size()
+            self.packed_bytes += self.allocator.rounded(tensor.untyped_storage().nbytes()) + extra
+
+    def notes(self) -> list[Diagnostic]:
+        """Say how packed quantized weights were counted, when some were."""
+        if not self.packed_modules:
+            return []
+        kinds = ", ".join(sorted(set(self.packed_modules)))
+        return [
+            Diagnostic(
+                code="packed_weights_by_value",
+                severity="info",
+                metric="resident_bytes",
+                count=len(self.packed_modules),
+                message=f"{len(self.packed_modules)} quantized module(s) ({kinds}) keep packed "
+                "weights in the quantized backend's buffers, not torch storages; they are "
+                "resident parameters by their values' storage bytes (1 per int8 weight, "
+                "per-channel scales and zero points, the float bias), the figure "
+                "crawl_module's parameter_bytes gives; the backend's packing overhead (block "
+                "padding, column offsets) is not included",
+            )
+        ]
+
     def by_category(self) -> dict[str, int]:
         """Resident bytes per category, each storage once (after the host-counter rule)."""
         totals = dict.fromkeys(RESIDENT_CATEGORIES, 0)
+        totals["parameters"] = self.packed_bytes
         for category, nbytes, _ in self.storages.values():
             totals[category] += nbytes
         return totals
@@ -206,6 +251,8 @@ class Residents:
         for name, buffer in buffers.items():
             if buffer is not None:
                 module._buffers[name] = self.fake_of(buffer, "buffers")
+        if holds_packed_weights(module):
+            self._count_packed(module)
 
         def undo() -> None:
             module._parameters.clear()

@@ -8,21 +8,18 @@ raised as :class:`FakeRunStopped`, which names the operator, the innermost modul
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
     UnsupportedOperatorException,
 )
 
+from ..analysis.operators.fallbacks import user_line
 from ..report import Diagnostic
 
 DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException)
 FAKE_LIMITS = (UnsupportedOperatorException, *DATA_DEPENDENT)
-_TORCH = str(Path(sys.modules["torch"].__file__ or "torch").parent)
-_PACKAGE = str(Path(__file__).resolve().parents[1])
+__all__ = ["DATA_DEPENDENT", "FAKE_LIMITS", "FakeRunStopped", "stop_diagnostic", "user_line"]
 
 
 class FakeRunStopped(Exception):
@@ -33,17 +30,6 @@ class FakeRunStopped(Exception):
         self.operator, self.module, self.line, self.error = operator, module, line, error
 
 
-def user_line() -> str | None:
-    """``file:line`` of the innermost frame that is neither torch's nor this package's."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith((_TORCH, _PACKAGE)) and not name.startswith("<"):
-            return f"{name}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
-
-
 def _advice(error: Exception) -> str:
     if isinstance(error, DATA_DEPENDENT):
         return (
@@ -52,7 +38,7 @@ def _advice(error: Exception) -> str:
             "outside the step and close over it: tensors that exist before the step are "
             "read for real; pass data-dependent sizes in as Python ints; or, for routing "
             "whose sizes are bounded by shapes (top-k experts: at most tokens x k rows), "
-            "predict a step that uses that bound explicitly"
+            "predict the bound with predict_peak_memory(..., routing='worst_case')"
         )
     return (
         "it has no usable fake (meta) kernel in this torch version; the prediction cannot "

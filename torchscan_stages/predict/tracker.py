@@ -24,6 +24,7 @@ from .kernels import CORRECTED
 from .modules import in_backward
 from .ownership import Owned, Ownership
 from .resident import Residents
+from .routing import WorstCaseRouting
 from .steady import SteadyState
 from .stops import FAKE_LIMITS, FakeRunStopped, user_line
 
@@ -90,6 +91,7 @@ class PeakTracker(TorchDispatchMode):
         self.snapshot = PeakSnapshot()
         self.steady = SteadyState()
         self.assumptions: list[str] = []  # device semantics the prediction took
+        self.routing: WorstCaseRouting | None = None  # routing="worst_case" only
 
     # ------------------------------------------------------------------ phase and owner
     def _phase(self) -> str:
@@ -246,8 +248,12 @@ class PeakTracker(TorchDispatchMode):
             else:
                 out = correction(func, args, kwargs, self._uncorrected)
         except (*FAKE_LIMITS, RuntimeError, NotImplementedError) as error:
-            # the fake kernel refused: where (module path, user line) and why
-            raise FakeRunStopped(str(func), self._modules.current(), user_line(), error) from error
+            # routing="worst_case": a data-dependent size at its shape bound (predict/routing.py)
+            out = None if self.routing is None else self.routing.output(func, args, kwargs, error)
+            if out is None:  # the fake kernel refused: where (module path, user line) and why
+                raise FakeRunStopped(
+                    str(func), self._modules.current(), user_line(), error
+                ) from error
         for item in tree_flatten(out)[0]:
             if isinstance(item, torch.Tensor):
                 self._note_output(item, str(func), phase)

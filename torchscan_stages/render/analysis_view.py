@@ -19,7 +19,7 @@ from ..report import (
     combine_sum,
 )
 from .common import reason_for
-from .format import DASH, Cell, describe_value, metric_cell, percent, thousands
+from .format import DASH, Cell, describe_value, metric_cell, percent, thousands, tree_cell
 from .svg import Bar, bar_chart, metric_bar
 
 NOT_RECORDED = Cell(DASH, "not recorded (structure mode or an older report)", "na")
@@ -148,7 +148,7 @@ def _layer_row(
         reason = None
         if result.status != "complete" and layer_diags:
             reason = reason_for(layer_diags, metric, record.path)
-        return metric_cell(result, reason=reason, brief=True)
+        return tree_cell(result, reason=reason)
 
     cells = (
         cell(metrics.module_flops, "module_flops"),

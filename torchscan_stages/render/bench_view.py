@@ -413,6 +413,22 @@ def _configured_precisions(report: BenchmarkComparison) -> tuple[Any, Any]:
     return base, own if own else base
 
 
+def _compile_rows(report: BenchmarkComparison) -> list[tuple[str, str]]:
+    """A compiled candidate's first call (compile + one run), apart from warmed latency."""
+    record = report.compile
+    if record is None:
+        return []
+    first = record.first_call
+    seconds = f"{first.value:.3g} s" if first.value is not None else first.status
+    return [
+        (
+            "compile first call",
+            f"{seconds} · {record.backend} · {record.frames_compiled_first_call} frame(s) "
+            f"compiled, {record.frames_compiled_after} after",
+        )
+    ]
+
+
 def comparison_view(report: BenchmarkComparison) -> ComparisonView:
     check = report.check
     if check.error:
@@ -437,7 +453,8 @@ def comparison_view(report: BenchmarkComparison) -> ComparisonView:
         check_rows=check_rows,
         rows=rows,
         withheld_count=sum(1 for r in rows if r.withheld),
-        settings=[(k, setting_text(k, v)) for k, v in sorted(report.settings.items())],
+        settings=[(k, setting_text(k, v)) for k, v in sorted(report.settings.items())]
+        + _compile_rows(report),
         baseline=benchmark_view(report.baseline, base_precision)
         if report.baseline is not None
         else None,

@@ -145,6 +145,17 @@ def metric_cell(
     return Cell(text, f"{full}{how}", "ok")
 
 
+# The layer tree's receptive-field column header names this unit once, so its cells show the
+# bare number ("3", titled "3 input_positions"): with the unit a narrow column cut it short.
+HEADER_UNITS = frozenset({"input_positions"})
+
+
+def tree_cell(result: MetricResult | None, *, reason: str | None = None) -> Cell:
+    """A brief cell for the layer tree: a unit its column header states is not repeated."""
+    unit = "" if result is not None and result.unit in HEADER_UNITS else None
+    return metric_cell(result, reason=reason, unit=unit, brief=True)
+
+
 def plain_cell(value: float | None, unit: str) -> Cell:
     """A plain number (not a MetricResult), e.g. a raw statistic or a count."""
     if value is None:

@@ -142,17 +142,37 @@ def _headlines(report: AnyReport) -> list[Headline]:
     if isinstance(report, ReportDiff):
         return [Headline(f"{name} after", d.after) for name, d in list(report.totals.items())[:3]]
     if isinstance(report, PredictionReport):
-        return [Headline(f"predicted peak ({report.device})", report.peak)]
+        # a CUDA target on a CPU-only run is on purpose (predict.device): say so on the line
+        note = "CUDA's allocator, predicted on fake tensors: no GPU needed"
+        cuda = report.device.startswith("cuda")
+        return [Headline(f"predicted peak ({report.device})", report.peak, note if cuda else "")]
+    # an info diagnostic naming a delta's metric (e.g. bf16 on a CPU without bf16 matrix
+    # units: expect slower) is what a reader of that row needs beside the verdict
+    infos: dict[str, list[str]] = {}
+    for diag in report.diagnostics:
+        if diag.severity == "info" and diag.metric:
+            infos.setdefault(diag.metric, []).append(diag.message)
     return [
-        Headline(f"{d.metric} candidate", d.candidate, _verdict_note(d)) for d in report.deltas[:3]
+        Headline(
+            f"{d.metric} candidate",
+            d.candidate,
+            "; ".join([_verdict_note(d), *infos.get(d.metric, [])]),
+        )
+        for d in report.deltas[:3]
     ]
 
 
 def _verdict_note(delta: Any) -> str:
     """``ratio 1.27 (slower)``: the comparison's row says what the candidate's number means."""
+    if delta.withheld or delta.verdict == "withheld":  # no ratio: never read as a gain or loss
+        return f"withheld: {delta.reason}" if delta.reason else "withheld"
     ratio = f"ratio {delta.ratio:.3g}" if delta.ratio is not None else "no ratio"
-    why = f": {delta.reason}" if delta.reason and delta.verdict == "inconclusive" else ""
-    return f"{ratio} ({delta.verdict}{why})"
+    why = f": {delta.reason}" if delta.reason and delta.verdict in _UNDECIDED else ""
+    return f"{ratio} ({str(delta.verdict).replace('_', ' ')}{why})"
+
+
+# verdicts that say nothing about the candidate without their reason beside them
+_UNDECIDED = frozenset({"inconclusive", "not_comparable"})
 
 
 def _kind_label(report: AnyReport) -> str:

@@ -145,6 +145,7 @@ _PAGE_CSS = """
 body{padding:0 1rem}
 table.sweep{border-collapse:collapse;margin:1em 0}.sweep td,.sweep th{border:1px solid #ccc;
 padding:3px 6px}.sweep tr.failed{background:#fde8e8}.sweep .err{color:#a00;font-family:monospace}
+.failed-jobs{color:#a00}
 """
 _MAX_CHARTS = 8
 
@@ -198,7 +199,7 @@ def _charts(jobs: list[dict[str, Any]], names: list[str], axes: list[str]) -> li
     done = [j for j in jobs if j.get("status") == "completed"]
     x_labels = sorted({(j.get("axes") or {}).get(x_key, "") for j in done}, key=_natural)
     drawn = [j for j in jobs if (j.get("axes") or {}).get(x_key, "") in x_labels]
-    charts: list[Markup] = []
+    charts: list[Markup] = [_failed_note(jobs, axes)] if names else []
     for name in names[:_MAX_CHARTS]:
         series: dict[str, list[Point]] = {}
         for job in drawn:
@@ -217,6 +218,24 @@ def _charts(jobs: list[dict[str, Any]], names: list[str], axes: list[str]) -> li
             )
         )  # fmt: skip
     return charts
+
+
+def _failed_note(jobs: list[dict[str, Any]], axes: list[str]) -> Markup:
+    """Failed jobs are gaps or absent in the charts: name them above, marked failed."""
+    failed = [j for j in jobs if j.get("status") != "completed"]
+    if not failed:
+        return Markup("")
+    items = []
+    for job in failed[:20]:
+        values = job.get("axes") or {}
+        where = ", ".join(f"{k}={values.get(k, '')}" for k in axes)
+        error = str(job.get("error") or "?")
+        error = error if len(error) <= 160 else error[:159] + "…"  # the table has it whole
+        items.append(f"job {job['job']} ({where}) {job.get('status')}: {error}")
+    more = f"; … {len(failed) - 20} more (the table lists every job)" if len(failed) > 20 else ""
+    return Markup('<p class="chart-note failed-jobs">Not drawn, {}: {}{}.</p>').format(
+        f"{len(failed)} job(s) not completed", "; ".join(items), more
+    )
 
 
 def _formatter(unit: str) -> Callable[[float], str]:

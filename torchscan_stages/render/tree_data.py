@@ -19,7 +19,7 @@ from typing import Any
 
 from ..report import AnalysisReport, Diagnostic, LayerRecord, MetricResult, combine_sum
 from .analysis_view import NOT_RECORDED, output_texts, params_cell
-from .format import DASH, Cell, describe_value, metric_cell, thousands
+from .format import DASH, Cell, describe_value, thousands, tree_cell
 
 RUN_MIN = 3  # this many identical consecutive siblings or more are shown as one row
 _CLS = {"ok": 0, "part": 1, "na": 2}
@@ -61,7 +61,7 @@ class _Tables:
         key = (result.status, result.known_value, result.unit)
         cell = self.metric_cells.get(key)
         if cell is None:
-            cell = self.metric_cells[key] = metric_cell(result, brief=True)
+            cell = self.metric_cells[key] = tree_cell(result)
         return self.cell(cell)
 
     def shape(self, key: tuple[int, ...]) -> int:
@@ -196,7 +196,7 @@ def _run_totals(
         except ValueError as error:  # mixed units, scopes or methods are never added
             cells.append(tables.cell(Cell(DASH, f"not summed: {error}", "na")))
             continue
-        cells.append(tables.cell(metric_cell(total, brief=True)))
+        cells.append(tables.cell(tree_cell(total)))
     return cells
 
 

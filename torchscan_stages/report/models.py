@@ -432,6 +432,23 @@ class PerformanceDelta(_Model):
         return self
 
 
+class CompileRecord(_Model):
+    """A ``torch.compile`` candidate's first call, apart from its warmed latency.
+
+    The first call compiles (Dynamo traces, the backend generates code) and runs once:
+    ``first_call`` (scope ``compile_first_call``) is that time, the compile cost a user pays
+    once per process. ``frames_compiled_first_call`` is Dynamo's compiled-frame count over
+    that call; ``frames_compiled_after`` over every later call (timed rounds and the
+    instrumented memory pass): 0 when the warmed figures are the compiled code's steady state.
+    """
+
+    backend: str
+    mode: str | None = None
+    first_call: MetricResult
+    frames_compiled_first_call: NonNegInt
+    frames_compiled_after: NonNegInt
+
+
 class BenchmarkComparison(_Report):
     kind: Literal["benchmark_comparison"] = "benchmark_comparison"
     baseline_name: str | None = None
@@ -444,6 +461,7 @@ class BenchmarkComparison(_Report):
     # an interleaved run's raw rounds beyond the sides' blocks (the A/A control's blocks and
     # every block's probe readings), so a saved verdict can be recomputed exactly
     interleaved_rounds: dict[str, Any] | None = None
+    compile: CompileRecord | None = None  # a torch.compile candidate's first call
 
 
 # ---------------------------------------------------------------------------- prediction

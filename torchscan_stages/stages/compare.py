@@ -27,6 +27,18 @@ def verdict_text(delta: Any) -> str:
     return str(delta.verdict)
 
 
+def compile_text(record: Any) -> str:
+    """``compile (first call) 12.3 s, inductor: 1 frame compiled, 0 after``: the compile
+    cost on the stage line, apart from the warmed ratio."""
+    first = record.first_call
+    seconds = f"{first.value:.3g} s" if first.value is not None else first.status
+    return (
+        f"compile (first call) {seconds}, {record.backend}: "
+        f"{record.frames_compiled_first_call} frame(s) compiled, "
+        f"{record.frames_compiled_after} after"
+    )
+
+
 def cpu_has_bf16_matrix_units(cpuinfo: str | None = None) -> bool | None:
     """AMX-BF16 or AVX512-BF16 in /proc/cpuinfo's flags; None where it cannot be read."""
     if cpuinfo is None:
@@ -56,6 +68,19 @@ def bf16_cpu_note(config: Any, cpuinfo: str | None = None) -> str:
     )
 
 
+def with_bf16_note(comparison: Any, note: str) -> Any:
+    """The comparison with :func:`bf16_cpu_note` as an info diagnostic: its page says it too."""
+    from ..report import Diagnostic
+
+    diagnostic = Diagnostic(
+        code="bf16_without_matrix_units",
+        severity="info",
+        metric="latency.warmed",
+        message=note.removeprefix("note: "),
+    )
+    return comparison.model_copy(update={"diagnostics": [*comparison.diagnostics, diagnostic]})
+
+
 def run(ctx: StageContext) -> None:
     from ..pipeline.candidate import compare_configured_candidate
 
@@ -64,9 +89,12 @@ def run(ctx: StageContext) -> None:
     ctx.headline = [f"check {'passed' if comparison.check.passed else 'not passed'}"] + [
         f"{d.metric} ratio {d.ratio:.3g} ({verdict_text(d)})" for d in comparison.deltas if d.ratio
     ]
+    if comparison.compile is not None:
+        ctx.headline.append(compile_text(comparison.compile))
     note = bf16_cpu_note(ctx.config)
     if note:
         ctx.headline.append(note)
+        comparison = with_bf16_note(comparison, note)
     ctx.write_report(comparison)
     ctx.write_report(result.diff, "compare_diff")
     ctx.write_metrics(result.metrics())

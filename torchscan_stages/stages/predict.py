@@ -55,7 +55,8 @@ def _fully_shard(model: Any, mesh: Any) -> Any:
 def step_workload(ctx: StageContext, batch: int | None = None) -> Any:
     """Build model and inputs from the config and run one step; called inside fake mode.
 
-    Returns a zero-argument workload, or with ``predict.sharding: fsdp2`` a ``step(mesh)``.
+    Returns a zero-argument workload, or with ``predict.sharding: fsdp2`` a ``step(mesh)``,
+    with ``ddp`` a ``step(wrap)`` (``wrap`` stands where DistributedDataParallel would).
 
     Training uses a synthetic loss (mean of squared outputs): its own bytes are a scalar,
     while the backward pass it starts touches every activation the real loss would.
@@ -73,13 +74,17 @@ def step_workload(ctx: StageContext, batch: int | None = None) -> Any:
     precision = applied(cfg.precision)
     training = settings.mode == "training"
 
-    def workload(mesh: Any = None) -> None:
+    ddp = settings.sharding == "ddp"
+
+    def workload(mesh: Any = None) -> None:  # mesh: the fake world's, or DDP's wrap
         # cast: built in the dtype (fake parameters refuse .to); sharded: on meta first
         with precision.building(), torch.device("meta") if sharded else contextlib.nullcontext():
             model, inputs, keyword_inputs = build_model_and_inputs(cfg)
         if sharded:
             model = _fully_shard(model, mesh)
             inputs, keyword_inputs = _on_cpu((inputs, keyword_inputs))
+        elif ddp:
+            model = mesh(model)
         model.train(training)
         if not training:
             with torch.no_grad(), precision.region("cpu"):
@@ -105,9 +110,18 @@ def _on_cpu(tree: Any) -> Any:
 
 def _predict(ctx: StageContext, batch: int | None, name: str | None = None) -> Any:
     from ..predict import predict_peak_memory
+    from ..predict.ddp import predict_ddp_peak_memory
     from ..predict.sharded import predict_sharded_peak_memory
 
     settings = ctx.config.predict
+    if settings.sharding == "ddp":
+        return predict_ddp_peak_memory(
+            step_workload(ctx, batch),
+            world_size=settings.world_size,
+            device=settings.device,
+            capacity_bytes=settings.capacity_bytes,
+            name=name,
+        )
     if settings.sharding == "fsdp2":
         return predict_sharded_peak_memory(
             step_workload(ctx, batch),
@@ -134,6 +148,8 @@ def run(ctx: StageContext) -> None:
     )
     if settings.sharding == "fsdp2":
         name += f", FSDP2 rank 0 of {settings.world_size}"
+    elif settings.sharding == "ddp":
+        name += f", DDP rank 0 of {settings.world_size}"
     report = _predict(ctx, None, name)
     curve = [
         BatchPoint(batch=batch, peak=point.peak, fits=point.fits)

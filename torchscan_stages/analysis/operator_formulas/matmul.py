@@ -106,6 +106,12 @@ def _offsets_end(offs: Any, size: int) -> int:
     rest untouched), capped at ``size``. Reading it syncs a CUDA stream; counting never times."""
     if offs is None or offs.numel() == 0:
         return size
+    if offs.is_meta or type(offs).__name__ == "FakeTensor":
+        raise ValueError(
+            f"the groups' offsets are routing data (offs[-1] rows of at most {size}), which "
+            "meta/fake tensors do not hold; count the experts on real tensors, or pass a "
+            "custom_mapping formula that assumes the routing"
+        )
     return min(int(offs[-1]), size)
 
 

@@ -19,6 +19,7 @@ from ...report import (
 from ...workloads import eager_compiled_code, lazy_output_diagnostic, no_operators_diagnostic
 from ..model_forms import without_data_diagnostics
 from .counter import OperatorCounter, _check_name
+from .fallbacks import NoFakeKernel
 from .lookup import classify_custom_mapping
 from .mode import _UNSEEN
 from .stack import ModuleStack, StackOwner
@@ -59,9 +60,13 @@ def count_workload(
     _check_name(name)
     tracker = ModuleStack()
     counter = OperatorCounter(custom, owner=StackOwner(tracker.stack))
+    stopped: NoFakeKernel | None = None
     with gc_paused(), _recursion_headroom():  # see _gc: flat per-module cost on large models
         with eager_compiled_code() as compiled_notes, tracker, counter:
-            output = workload()
+            try:
+                output = workload()
+            except NoFakeKernel as stop:  # meta/fake tensors only: a real error propagates
+                output, stopped = None, stop
         # a tensor or None is never deferred work: skip the generator / iterator checks
         plain = output is None or isinstance(output, torch.Tensor)
         lazy = None if plain else lazy_output_diagnostic(output, "operator_flops")
@@ -70,8 +75,10 @@ def count_workload(
     if counter.data_kind not in (_UNSEEN, None):
         report.diagnostics[:0] = without_data_diagnostics(counter.data_kind)
     report.diagnostics[:0] = compiled_notes
+    if stopped is not None:
+        _mark_stopped(report, stopped)
     _mark_no_work(report, lazy, _no_arithmetic(report))
-    if lazy is None:
+    if lazy is None and stopped is None:
         _mark_no_operators(report)
     modes = counter.grad_modes
     return report, (True in modes) if modes else None
@@ -115,6 +122,25 @@ def _mark_no_operators(report: FlopReport) -> None:
             unit=product.unit, scope=product.scope, method=product.method
         )
     report.diagnostics.append(unseen)
+
+
+def _mark_stopped(report: FlopReport, stop: NoFakeKernel) -> None:
+    """An operator without a usable meta/fake kernel ended the pass: what ran before it is
+    a lower bound, and an error diagnostic names the operator, module and source line."""
+    report.total = _lower_bound(report.total)
+    if report.product_flops is not None:
+        report.product_flops = _lower_bound(report.product_flops)
+    report.by_module = {key: _lower_bound(value) for key, value in report.by_module.items()}
+    report.diagnostics.append(
+        Diagnostic(
+            code="fake_unsupported_operator",
+            severity="error",
+            metric="operator_flops",
+            operator=stop.operator,
+            path=stop.module,
+            message=f"{stop}. Every figure is a lower bound covering the work before it",
+        )
+    )
 
 
 def _lower_bound(result: MetricResult) -> MetricResult:

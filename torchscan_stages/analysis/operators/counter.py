@@ -174,6 +174,13 @@ class OperatorCounter:
         if first is not None:
             self.data_kind = tensor_data_kind(first)
 
+    def _owner_name(self) -> str | None:
+        """The innermost owner's key (a module path or call key), for an error."""
+        stack = self._owner_stack
+        if stack is not None:
+            return stack[-1] if stack else None
+        return self._owner() if self._owner is not None else None
+
     def _formula_failed(self, func: Any, name: str, ops: OwnerOps, error: Exception) -> None:
         """A formula raised or answered nonsense: the operator is uncounted, with why."""
         self._formula_errors.setdefault(str(func), f"{type(error).__name__}: {error}")

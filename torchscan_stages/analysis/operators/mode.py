@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .fallbacks import without_kernel
 from .lookup import _COUNTED, _DECOMPOSE, _IGNORED, _P_ALL, _P_NONE, _UNCOUNTED
 
 if TYPE_CHECKING:
@@ -80,7 +81,10 @@ class _CountingMode(TorchDispatchMode):
                 return result
             entry = counter._entries[id(func)] = (_UNCOUNTED, None, name, _P_NONE, call)
             kind = _UNCOUNTED
-        out = call(*args, **kwargs)
+        try:
+            out = call(*args, **kwargs)
+        except (RuntimeError, NotImplementedError) as error:  # no cost unless raised
+            out = without_kernel(func, args, kwargs, error, counter._owner_name())
         if counter.data_kind is _UNSEEN:  # first operator only: real, meta or fake tensors?
             counter._see_data(args, out)
         counter.grad_modes.add(_grad_enabled())

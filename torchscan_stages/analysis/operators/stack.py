@@ -113,6 +113,10 @@ class ModuleStack:
         flat, _ = torch.utils._pytree.tree_flatten(value)
         return [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad]
 
+    def _gradient_hook(self, tensors: list[torch.Tensor], fn: Callable[..., None]) -> Any:
+        """Call ``fn`` once the gradients of ``tensors`` are computed; returns the handle."""
+        return torch.autograd.graph.register_multi_grad_hook(tensors, fn)
+
     def _pre_hook(self, module: torch.nn.Module, inputs: Any) -> None:
         # every named module is also seen (a subtree is named whole): one lookup per call
         name = self._names.get(id(module)) or self._name(module)
@@ -120,9 +124,7 @@ class ModuleStack:
         if _grad_enabled():
             tensors = self._grad_tensors(inputs)
             if tensors:
-                self._grad_handles.append(
-                    torch.autograd.graph.register_multi_grad_hook(tensors, self._backward_pop(name))
-                )
+                self._grad_handles.append(self._gradient_hook(tensors, self._backward_pop(name)))
 
     def _post_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
         # every named module is also seen (a subtree is named whole): one lookup per call
@@ -135,11 +137,7 @@ class ModuleStack:
         if _grad_enabled():
             tensors = self._grad_tensors(output)
             if tensors:
-                self._grad_handles.append(
-                    torch.autograd.graph.register_multi_grad_hook(
-                        tensors, self._backward_push(name)
-                    )
-                )
+                self._grad_handles.append(self._gradient_hook(tensors, self._backward_push(name)))
 
     def __enter__(self) -> ModuleStack:
         from torch.nn.modules.module import (

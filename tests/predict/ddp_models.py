@@ -1,0 +1,43 @@
+"""DDP training steps of the small decoder, for the DDP prediction tests.
+
+``ddp_step(...)`` returns a ``step(wrap)`` callable: build the decoder, ``wrap`` it (the
+prediction's stand-in, or ``DistributedDataParallel`` itself in a real run), AdamW, one
+forward/backward/step. The same body runs in the prediction and in the gloo ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from predict_models import Decoder
+from sharded_models import TINY
+from torch import nn
+
+
+class NormedDecoder(nn.Module):
+    """The decoder with a BatchNorm over its logits' features: buffers DDP broadcasts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.decoder = Decoder(TINY)
+        self.norm = nn.BatchNorm1d(TINY.vocab)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.decoder(ids).transpose(1, 2))
+
+
+def ddp_step(
+    batch: int = 2, tokens: int = 64, *, buffers: bool = False, **options: Any
+) -> Callable[[Any], None]:
+    def step(wrap: Any) -> None:
+        torch.manual_seed(0)
+        model = wrap(NormedDecoder() if buffers else Decoder(TINY), **options)
+        optimizer = torch.optim.AdamW(model.parameters())
+        ids = torch.randint(0, TINY.vocab, (batch, tokens))
+        model(ids).float().pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    return step
