@@ -9,6 +9,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 MAIN_STAMP := $(VENV)/.installed-main
+# .ci/install: uv (bootstrapped in the venv by its pip, pinned there) with pip's own index
+# settings, falling back to pip; the same pinned packages as pip, several times faster.
 # Progress at least every 15 s during long quiet steps (pip, pytest, dvc repro).
 BEAT := $(PYTHON) $(CURDIR)/.ci/heartbeat
 
@@ -20,17 +22,17 @@ $(PY):
 
 $(STAMP): pyproject.toml constraints.txt | $(PY)
 	@echo "installing the package with its pipeline, dev, hf and scale extras (a few minutes the first time)"
-	$(BEAT) install $(PY) -m pip install --progress-bar off -c constraints.txt -e '.[pipeline,dev,hf,scale]'
+	$(BEAT) install $(PY) .ci/install $(PY) -c constraints.txt -e '.[pipeline,dev,hf,scale]'
 	@touch $(STAMP) $(TEST_STAMP) $(MAIN_STAMP)
 
 $(TEST_STAMP): pyproject.toml constraints.txt | $(PY)
 	@echo "installing the package with its pipeline, dev and hf extras (what the tests use; no Ray)"
-	$(BEAT) install $(PY) -m pip install --progress-bar off -c constraints.txt -e '.[pipeline,dev,hf]'
+	$(BEAT) install $(PY) .ci/install $(PY) -c constraints.txt -e '.[pipeline,dev,hf]'
 	@touch $(TEST_STAMP) $(MAIN_STAMP)
 
 $(MAIN_STAMP): pyproject.toml constraints.txt | $(PY)
 	@echo "installing the package with its pipeline and hf extras (a few minutes the first time)"
-	$(BEAT) install $(PY) -m pip install --progress-bar off -c constraints.txt -e '.[pipeline,hf]'
+	$(BEAT) install $(PY) .ci/install $(PY) -c constraints.txt -e '.[pipeline,hf]'
 	@touch $(MAIN_STAMP)
 
 setup: $(STAMP)
@@ -39,11 +41,16 @@ setup: $(STAMP)
 # `make test` the fast default tier (no `slow` test), `make test-e2e` the DVC end-to-end and
 # child-process tier (`slow`). Ray's launcher test (`ray`) needs the scale extra: it skips
 # with its reason under `make check` and runs under `make check-scale`.
+# Both tiers run on pytest-xdist workers (XDIST; `make test XDIST=` runs in one process):
+# `--dist loadfile` keeps each test file on one worker, in file order, so a module-scoped
+# DVC repository that the file's tests build on in turn stays theirs alone.
+XDIST ?= -n auto --dist loadfile
 test: $(TEST_STAMP)
-	$(BEAT) "pytest fast tier" $(PY) -m pytest -q -m "not slow"
+	$(BEAT) "pytest fast tier" $(PY) -m pytest -q -m "not slow" $(XDIST)
 
 test-e2e: $(TEST_STAMP)
-	$(BEAT) "pytest e2e tier (dvc, child processes)" $(PY) -m pytest -q -m "slow and not ray"
+	$(BEAT) "pytest e2e tier (dvc, child processes)" $(PY) -m pytest -q -m "slow and not ray" \
+	--durations=10 $(XDIST)
 
 lint: $(TEST_STAMP)
 	$(BEAT) "ruff" sh -c '$(PY) -m ruff check torchscan_stages tests benchmarks && \

@@ -4,7 +4,9 @@ Tests write only under temporary folders. This compares ``git status --porcelain
 of the repository before and after the session (caches that Python and the tools keep
 beside the code excluded), so a test that rewrites a tracked file, or leaves a new file,
 tracked-looking or git-ignored (``outputs/``, ``reports/x.json``), makes the run fail
-with the paths it changed. Loaded by ``tests/conftest.py``; outside a git checkout (an
+with the paths it changed. Under pytest-xdist (``-n``) only the controller checks, once
+around the whole run: its session ends after every worker's, and its exit status is the
+run's. Loaded by ``tests/conftest.py``; outside a git checkout (an
 sdist) it does nothing.
 """
 
@@ -62,6 +64,8 @@ BEFORE_KEY = pytest.StashKey[set[str]]()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: the controller compares the whole run's before/after
     root = Path(str(session.config.rootpath))
     state = checkout_state(root)
     if state is not None:

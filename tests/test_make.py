@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+INSTALL = ".ci/install .venv/bin/python"  # uv with pip's settings (.ci/install)
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
 
 
@@ -34,14 +35,14 @@ def _dry_run(folder: Path, target: str = "setup") -> str:
 def test_setup_installs_only_when_pyproject_or_constraints_changed(tmp_path: Path) -> None:
     folder = _scratch(tmp_path)
     stamp = folder / ".venv" / ".installed"
-    assert "pip install" in _dry_run(folder)  # never installed: install
+    assert INSTALL in _dry_run(folder)  # never installed: install
     stamp.write_text("")
     os.utime(folder / "pyproject.toml", (1_000, 1_000))  # older than the stamp
     os.utime(folder / "constraints.txt", (1_000, 1_000))
     os.utime(stamp, (2_000, 2_000))
-    assert "pip install" not in _dry_run(folder)  # nothing changed: no install
+    assert INSTALL not in _dry_run(folder)  # nothing changed: no install
     os.utime(folder / "constraints.txt", (3_000, 3_000))  # a new pin
-    assert "pip install" in _dry_run(folder)
+    assert INSTALL in _dry_run(folder)
 
 
 def test_main_installs_without_the_scale_extra_and_after_setup_installs_nothing(
@@ -56,7 +57,7 @@ def test_main_installs_without_the_scale_extra_and_after_setup_installs_nothing(
         os.utime(folder / ".venv" / stamp, (2_000, 2_000))
     os.utime(folder / "pyproject.toml", (1_000, 1_000))
     os.utime(folder / "constraints.txt", (1_000, 1_000))
-    assert "pip install" not in _dry_run(folder, "main")
+    assert INSTALL not in _dry_run(folder, "main")
 
 
 def test_heartbeat_passes_output_and_exit_status_through(tmp_path: Path) -> None:
@@ -82,5 +83,7 @@ def test_check_after_main_installs_no_ray_and_runs_both_tiers(tmp_path: Path) ->
     assert '-m pytest -q -m "not slow"' in plan  # the fast tier
     assert '-m pytest -q -m "slow and not ray"' in plan  # the DVC end-to-end tier
     assert plan.index("not slow") < plan.index("slow and not ray")  # fast feedback first
+    # both tiers on xdist workers, a test file kept on one worker in file order
+    assert plan.count("-n auto --dist loadfile") == 2
     scale = _dry_run(folder, "check-scale")
     assert "scale]'" in scale and "-m pytest -q -m ray" in scale  # Ray only where it is used
