@@ -24,9 +24,9 @@ def _scratch(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _dry_run(folder: Path, target: str = "setup") -> str:
+def _dry_run(folder: Path, target: str = "setup", *variables: str) -> str:
     done = subprocess.run(
-        ["make", "-n", target], cwd=folder, capture_output=True, text=True, timeout=60
+        ["make", "-n", target, *variables], cwd=folder, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -79,11 +79,13 @@ def test_check_after_main_installs_no_ray_and_runs_both_tiers(tmp_path: Path) ->
     os.utime(folder / "constraints.txt", (1_000, 1_000))
     os.utime(main_stamp, (2_000, 2_000))
     plan = _dry_run(folder, "check")
-    assert "-e '.[pipeline,dev,hf]'" in plan and "scale" not in plan  # no Ray for the tests
+    assert "-e '.[pipeline,dev,hf,quant]'" in plan and "scale" not in plan  # no Ray for the tests
     assert '-m pytest -q -m "not slow"' in plan  # the fast tier
     assert '-m pytest -q -m "slow and not ray"' in plan  # the DVC end-to-end tier
     assert plan.index("not slow") < plan.index("slow and not ray")  # fast feedback first
-    # both tiers on xdist workers, a test file kept on one worker in file order
-    assert plan.count("-n auto --dist loadfile") == 2
+    # both tiers in one process unless XDIST is given (xdist is opt-in: slower here)
+    assert "-n auto" not in plan
+    opted = _dry_run(folder, "check", "XDIST=-n 2 --dist loadfile")
+    assert opted.count("-n 2 --dist loadfile") == 2
     scale = _dry_run(folder, "check-scale")
     assert "scale]'" in scale and "-m pytest -q -m ray" in scale  # Ray only where it is used
