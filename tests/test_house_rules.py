@@ -99,3 +99,15 @@ def test_each_shared_helper_is_defined_once() -> None:
     # one-line projections of tensor_sums, for the formula families that call them
     gone = ("_first_tensor", "_first_shallow_tensor", "_tensor_sums")
     assert [d for name in gone for d in _function_definitions(name)] == []
+
+
+def test_no_two_test_modules_share_a_basename() -> None:
+    """pytest's default (prepend) import mode names a test module by its basename: two files
+    called test_x.py in different folders stop collection of the whole suite in one process
+    (it happened once: tests/predict/ and tests/integrations/ each had test_hf_families.py)."""
+    tests = Path(__file__).resolve().parent
+    seen: dict[str, list[str]] = {}
+    for path in sorted(tests.rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(tests)))
+    clashes = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert not clashes, f"rename one of each: {clashes}"
