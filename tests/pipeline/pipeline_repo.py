@@ -5,15 +5,23 @@ left out: benchmarks/worktree.py, shared with the pipeline benchmark), committed
 ``main`` in a fresh repository under a temporary folder, never this checkout. The copy of
 the working tree is made once per session (``PipelineRepos``) and each module gets its
 own ``shutil.copytree`` of it, so no module sees another's DVC state.
+
+``reproduced_copy`` hands out copies of a second template: the same tree with tiny timing
+settings committed and one full ``dvc repro`` already run in it (its ``.dvc/cache`` and
+``dvc.lock`` included, nothing of it committed). One full run per test process serves
+every end-to-end module that starts from a reproduced pipeline, instead of one each.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from pipeline_children import dvc_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,12 +43,62 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout
 
 
+TINY = {  # tiny timing so the e2e tier stays fast; the rss timeout stays generous (2-core CI)
+    "latency": {"warmup": 0.0, "min_run_time": 0.05},
+    "compare": {"warmup": 0.0, "min_run_time": 0.05},
+    "profile": {"row_limit": 5},
+}
+
+
+def run(
+    repo: Path,
+    *cmd: str,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess[str]:
+    """One child command in ``repo`` under the tests' environment; raises on failure."""
+    result = subprocess.run(
+        list(cmd), cwd=repo, env=env or dvc_env(), capture_output=True, text=True, timeout=timeout
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"{cmd} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
+    return result
+
+
+def repro(repo: Path, *targets: str, env: dict[str, str] | None = None) -> set[str]:
+    """Run `dvc repro`; the names of the stages that actually ran."""
+    out = run(repo, "dvc", "repro", *targets, env=env).stdout
+    return set(re.findall(r"Running stage '([^']+)'", out))
+
+
+def shrink_conf(repo: Path) -> None:
+    """Tiny timings in conf/config.yaml itself, so params.yaml stays its composition."""
+    path = repo / "conf" / "config.yaml"
+    conf = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for section, values in TINY.items():
+        conf[section].update(values)
+    path.write_text(yaml.safe_dump(conf, sort_keys=False), encoding="utf-8")
+    run(repo, "python", "-m", "torchscan_stages.pipeline.compose")
+
+
+@dataclass(frozen=True)
+class Reproduced:
+    """A copy of the reproduced template, and the stages its one full `dvc repro` ran."""
+
+    path: Path
+    first_run: frozenset[str]
+
+
 class PipelineRepos:
     """Hands out committed copies of the working tree; the first one is made from git."""
 
     def __init__(self, scratch: Path) -> None:
         self._scratch = scratch
         self._template: Path | None = None
+        self._reproduced: Reproduced | None = None
 
     def _made(self) -> Path:
         if self._template is None:
@@ -57,3 +115,24 @@ class PipelineRepos:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(self._made(), target, symlinks=True)
         return target
+
+    def _reproduced_template(self) -> Reproduced:
+        if self._reproduced is None:
+            template = self.committed_copy(self._scratch / "reproduced" / "repo")
+            shrink_conf(template)
+            git(template, "add", "-A")
+            git(template, "commit", "-qm", "tiny timings")
+            ran = frozenset(repro(template))
+            self._reproduced = Reproduced(template, ran)
+        return self._reproduced
+
+    def reproduced_copy(self, target: Path) -> Reproduced:
+        """A copy at ``target`` of the tiny-timing pipeline after one full `dvc repro`.
+
+        The default DVC remote (``../torchscan_stages-dvc-storage``) resolves beside
+        ``target``, so each copy pushes to a remote of its own.
+        """
+        made = self._reproduced_template()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(made.path, target, symlinks=True)
+        return Reproduced(target, made.first_run)

@@ -1,0 +1,88 @@
+"""End-to-end: the user's own model package is a dependency of the stages that build it.
+
+From the reproduced pipeline on ``main`` (its outputs committed as the README says), a
+branch adds ``my_models/`` and points the model and input groups at it; editing that file
+reruns exactly the stages that build the model, and a file outside the package reruns
+nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pipeline_checks import (
+    ALWAYS,
+    ENV_ONLY,
+    MEASUREMENTS,
+    commit,
+    commit_as_the_readme_says,
+    no_warning,
+)
+from pipeline_repo import PipelineRepos, repro, run
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory, pipeline_repos: PipelineRepos) -> Path:
+    path = pipeline_repos.reproduced_copy(tmp_path_factory.mktemp("mine") / "repo").path
+    commit_as_the_readme_says(path)  # main's results, committed: the branch leaves them
+    return path
+
+
+USER_MODEL = """
+import torch
+from torch import nn
+
+
+def build(seed: int = 0, width: int = 8) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(16, width), nn.ReLU(), nn.Linear(width, 4))
+
+
+def example_batch(batch_size: int = 4, seed: int = 0) -> tuple[torch.Tensor]:
+    return (torch.randn(batch_size, 16, generator=torch.Generator().manual_seed(seed)),)
+"""
+USER_CONF = {
+    "model": "_target_: my_models.net.build\nname: mine\nrevision: '1'\n"
+    "kwargs:\n  seed: ${seed}\n  width: 8\n",
+    "input": "_target_: my_models.net.example_batch\nname: mine\nrevision: '1'\n"
+    "kwargs:\n  batch_size: 4\n  seed: ${seed}\nwork_units: 4\nunit: samples\n",
+}
+
+
+def test_editing_the_users_model_file_reruns_exactly_the_model_stages(repo: Path) -> None:
+    """The user's package (my_models/, not torchscan_stages/) is a dependency of its stages."""
+    run(repo, "git", "checkout", "-q", "-b", "mine")
+    package = repo / "my_models"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "net.py").write_text(USER_MODEL)
+    for group, text in USER_CONF.items():
+        (repo / "conf" / group / "mine.yaml").write_text(text)
+    compose = ("python", "-m", "torchscan_stages.pipeline.compose")
+    run(repo, *compose, "--set-default", "model=mine", "input=mine")
+    assert repro(repo) == MEASUREMENTS | ALWAYS | {"render"}
+    sources = json.loads((repo / "reports" / "sources.json").read_text())
+    assert sources["model"]["package"] == "my_models" and sources["model"]["files"] == 2
+    before = json.loads((repo / "metrics" / "crawl.json").read_text())["parameters"]
+    # Linear(16, 8) + Linear(8, 4): 16*8+8 + 8*4+4 = 136 + 36 = 172 parameters
+    assert before == 172
+    commit(repo, "my own model")
+    assert repro(repo) == ALWAYS  # nothing changed: nothing measured
+    # the owner edits the model file (no revision bump): every stage that builds it reruns,
+    # render follows its reports, and nothing else (env, sources always run, cheaply)
+    (package / "net.py").write_text(
+        USER_MODEL.replace("nn.ReLU(),", "nn.ReLU(), nn.Linear(width, width),")
+    )
+    assert repro(repo) == MEASUREMENTS | ALWAYS | {"render"}
+    after = json.loads((repo / "metrics" / "crawl.json").read_text())["parameters"]
+    assert after == 172 + 8 * 8 + 8  # one more Linear(8, 8): 64 weights + 8 biases
+    (repo / "NOTES.md").write_text("a file outside the model's package\n")
+    assert repro(repo) == ALWAYS
+    commit(repo, "deeper model")
+    run(repo, "git", "checkout", "-q", "main")
+    no_warning(run(repo, "dvc", "checkout", check=False))
+    assert no_warning(run(repo, "dvc", "status", check=False)) == ENV_ONLY
