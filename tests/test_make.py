@@ -71,6 +71,15 @@ def test_heartbeat_passes_output_and_exit_status_through(tmp_path: Path) -> None
     assert lines[-1].endswith("(exit 3)")
 
 
+def test_heartbeat_prefixes_each_line_when_jobs_run_side_by_side() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / ".ci" / "heartbeat"), "job", "sh", "-c", "echo a; echo b"],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "HEARTBEAT_PREFIX": "1"},
+    )  # fmt: skip
+    assert done.stdout.splitlines()[:2] == ["[job] a", "[job] b"]
+
+
 def test_check_after_main_installs_no_ray_and_runs_both_tiers(tmp_path: Path) -> None:
     folder = _scratch(tmp_path)
     main_stamp = folder / ".venv" / ".installed-main"  # what `make main` leaves
@@ -82,8 +91,13 @@ def test_check_after_main_installs_no_ray_and_runs_both_tiers(tmp_path: Path) ->
     assert "-e '.[pipeline,dev,hf,quant]'" in plan and "scale" not in plan  # no Ray for the tests
     assert '-m pytest -q -m "not slow"' in plan  # the fast tier
     assert '-m pytest -q -m "slow and not ray"' in plan  # the DVC end-to-end tier
-    assert plan.index("not slow") < plan.index("slow and not ray")  # fast feedback first
-    # both tiers in one process unless XDIST is given (xdist is opt-in: slower here)
+    # two jobs side by side, lint first: lint, then the e2e tier beside fast tier and mypy
+    assert "-j2 check-jobs" in plan and "HEARTBEAT_PREFIX=1" in plan
+    assert plan.index("ruff check") < plan.index("slow and not ray") < plan.index("not slow")
+    assert plan.index("not slow") < plan.index("-m mypy")
+    serial = _dry_run(folder, "check", "CHECK_JOBS=1")
+    assert "-j1 check-jobs" in serial
+    # each tier in one process unless XDIST is given (xdist is opt-in)
     assert "-n auto" not in plan
     opted = _dry_run(folder, "check", "XDIST=-n 2 --dist loadfile")
     assert opted.count("-n 2 --dist loadfile") == 2

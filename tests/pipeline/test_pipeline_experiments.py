@@ -1,8 +1,9 @@
 """End-to-end: the side pipeline of one optimisation, and DVC's experiment queue.
 
-Neither needs the main pipeline reproduced first: the side pipeline is a DVC project of its
-own, and each queued experiment runs env, sources and the latency stage (its target) in
-DVC's own temporary workspace, from the committed tree.
+Both start from the reproduced pipeline with its outputs committed as the README says (an
+experiment starts from the committed dvc.lock and cache, as a user's would). The side
+pipeline is a DVC project of its own; each queued experiment runs env, sources and the
+latency stage (its target) in DVC's own temporary workspace.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from pipeline_repo import PipelineRepos, repro, run, shrink_conf
+from pipeline_checks import commit_as_the_readme_says
+from pipeline_repo import PipelineRepos, repro, run
 
 from torchscan_stages.report import load_report
 
@@ -22,9 +24,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory, pipeline_repos: PipelineRepos) -> Path:
-    path = pipeline_repos.committed_copy(tmp_path_factory.mktemp("experiments") / "repo")
-    shrink_conf(path)
-    run(path, "git", "commit", "-qam", "tiny timings")
+    path = pipeline_repos.reproduced_copy(tmp_path_factory.mktemp("experiments") / "repo").path
+    commit_as_the_readme_says(path)
     return path
 
 
