@@ -7,11 +7,37 @@ assertion is exact and the suite gives the same answer on a loaded 2-core machin
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 import pytest
+from child_env import TIMING_LOCK
 from simulated_clock import SimulatedClock
 
 # The suite fails when it changed the checkout (git status before/after): checkout_guard.py.
 pytest_plugins = ["checkout_guard"]
+
+
+# The pipeline's timing lock is host-wide by default (pipeline/hostlock.py): a test session
+# that used it would wait on every other timing job of the host (another checkout's
+# `dvc repro`, the other test tier that `make check` runs beside this one), and they on it.
+# Each session (each xdist worker) gets a lock folder of its own, which its stage children
+# inherit (tests/child_env.py keeps it); test_scale_hostlock.py sets its own.
+_session_lock: str | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _session_lock
+    if TIMING_LOCK not in os.environ:
+        _session_lock = tempfile.mkdtemp(prefix="torchscan-test-timing-lock-")
+        os.environ[TIMING_LOCK] = _session_lock
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _session_lock is not None:
+        os.environ.pop(TIMING_LOCK, None)
+        shutil.rmtree(_session_lock, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

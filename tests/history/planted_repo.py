@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from child_env import clean_env
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -85,7 +86,7 @@ def expected_parameters(width: int) -> int:
 
 def child_env() -> dict[str, str]:
     """git and dvc children: the venv first on PATH, a fixed identity, the copy's package."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "TORCHSCAN_"))}
+    env = clean_env()
     env.pop("PYTHONPATH", None)  # cwd (the copy) provides torchscan_stages and planted
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost", GIT_COMMITTER_NAME="t",

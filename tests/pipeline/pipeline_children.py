@@ -1,7 +1,8 @@
 """The child processes the pipeline tests start: git and dvc under one environment, crawl sweeps.
 
 dvc_env: the test venv's bin first on PATH, no inherited DVC_/TORCHSCAN_ variables or PYTHONPATH
-(the children import the installed package), a fixed git identity, and no DVC analytics.
+(the children import the installed package), a fixed git identity, and no DVC analytics; the
+session's own timing-lock folder (tests/conftest.py) is kept.
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from child_env import clean_env
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
 def dvc_env(extra_path: Path | None = None) -> dict[str, str]:
     """A copy of os.environ for git/dvc children; ``extra_path`` becomes their PYTHONPATH."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "TORCHSCAN_"))}
+    env = clean_env()
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env.update(
         GIT_AUTHOR_NAME="t",

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+from child_env import clean_env
 
 from torchscan_stages.pipeline.loader import compose_yaml
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _compose(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "TORCHSCAN_"))}
+    env = clean_env()
     env["PYTHONPATH"] = str(ROOT)
     return subprocess.run(
         [sys.executable, "-m", "torchscan_stages.pipeline.compose", *args],

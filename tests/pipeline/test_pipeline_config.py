@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from child_env import clean_env
 
 from torchscan_stages.pipeline.loader import compose_yaml, load_config, read_params
 from torchscan_stages.pipeline.schema import ConfigError, validate_config
@@ -231,9 +232,7 @@ def test_rss_child_rebuilds_the_same_config(tmp_path: Path) -> None:
 
 
 def _stage_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "TORCHSCAN_"))}
-    env.update(extra)
-    return env
+    return clean_env(**extra)
 
 
 def test_latency_max_run_time_inf_is_refused_naming_the_key() -> None:

@@ -8,7 +8,6 @@ them under DVC's calling convention. The drift check stays green after the switc
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -16,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from child_env import clean_env
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +40,7 @@ def test_the_own_model_recipe_parses_composes_and_runs(tmp_path: Path) -> None:
     (src / "mypkg" / "models.py").write_text(files["mypkg/models.py"])
     for name in ("conf/model/mine.yaml", "conf/input/mine.yaml"):
         (repo / name).write_text(files[name])
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "TORCHSCAN_"))}
+    env = clean_env()
     env["PYTHONPATH"] = str(src)
 
     def run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:

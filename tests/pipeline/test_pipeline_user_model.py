@@ -22,7 +22,10 @@ from pipeline_checks import (
 )
 from pipeline_repo import PipelineRepos, repro, run
 
-pytestmark = pytest.mark.slow
+# A bound on a hang, not a timing claim: each test's `dvc repro` runs (and the first test's
+# share of the reproduced template's full run) took up to 7.5 min at a load average of 8 on
+# 2 cores (2026-12-01), over pytest's 600 s default; each child command keeps its own limit.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+from child_env import clean_env
 from signal_defaults import python_sigint
 
 from torchscan_stages.measure.rss import measure_peak_rss
@@ -50,9 +51,7 @@ def test_rss_report_says_when_the_child_reported_no_threads(tmp_path: Path) -> N
 
 
 def _stage_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "TORCHSCAN_"))}
-    env.update(extra)
-    return env
+    return clean_env(**extra)
 
 
 # The signal arrives mid-write, deterministically: the first fsync of a temporary output
