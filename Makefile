@@ -42,19 +42,21 @@ setup: $(STAMP)
 # child-process tier (`slow`). Ray's launcher test (`ray`) needs the scale extra: it skips
 # with its reason under `make check` and runs under `make check-scale`.
 # `make check` runs the e2e tier beside the rest (lint, then the fast tier, then mypy), two
-# jobs at a time (CHECK_JOBS): the e2e tier is mostly child processes waiting on one core
-# each, so side by side they finish in about the time of the longer one. Each line carries
-# its job's label. `make check CHECK_JOBS=1` runs them one after another.
-# pytest-xdist is opt-in within a tier (`make test XDIST="-n 2 --dist loadfile"`: a test
-# file stays on one worker, in order); see README "Time to green" for what it measured.
+# jobs at a time (CHECK_JOBS), each line carrying its job's label; `make check CHECK_JOBS=1`
+# runs them one after another. The e2e tier runs on 2 pytest-xdist workers (E2E_XDIST; a
+# test file stays on one worker, in file order; the longest files start first): it is mostly
+# child processes (dvc, stages) on one core each, and it is the longer job. The fast tier
+# stays in one process unless XDIST is given (`make test XDIST="-n 2 --dist loadfile"`).
+# README "Development" and docs/pipeline.md "Time to green" say what each measured.
 XDIST ?=
+E2E_XDIST ?= -n 2 --dist loadfile
 CHECK_JOBS ?= 2
 test: $(TEST_STAMP)
 	$(BEAT) "pytest fast tier" $(PY) -m pytest -q -m "not slow" $(XDIST)
 
 test-e2e: $(TEST_STAMP)
 	$(BEAT) "pytest e2e tier" $(PY) -m pytest -q -m "slow and not ray" \
-	--durations=10 $(XDIST)
+	--durations=10 $(E2E_XDIST)
 
 lint: $(TEST_STAMP)
 	$(BEAT) "ruff" sh -c '$(PY) -m ruff check torchscan_stages tests benchmarks && \

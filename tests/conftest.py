@@ -40,8 +40,31 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(_session_lock, ignore_errors=True)
 
 
+# The e2e tier's longest modules (minutes each, mostly `dvc repro`), longest first: on
+# pytest-xdist workers a module stays on one worker, so starting these first keeps one of
+# them from running alone at the end (longest-processing-time-first scheduling).
+LONGEST_FIRST = (
+    "pipeline/test_pipeline_dvc.py",
+    "pipeline/test_pipeline_user_model.py",
+    "pipeline/test_pipeline_hf_branch.py",
+    "pipeline/test_scale_launchers.py",
+    "history/test_history_e2e.py",
+    "pipeline/test_pipeline_experiments.py",
+)
+
+
+def _start_rank(item: pytest.Item) -> int:
+    path = item.path.as_posix()
+    ranks = [i for i, name in enumerate(LONGEST_FIRST) if path.endswith("tests/" + name)]
+    return ranks[0] if ranks else len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that skips without a GPU as ``cuda``: ``make gpu-check`` runs ``-m cuda``."""
+    """Longest e2e modules first (file order kept within each module); GPU tests marked.
+
+    Every test that skips without a GPU is marked ``cuda``: ``make gpu-check`` runs ``-m cuda``.
+    """
+    items.sort(key=_start_rank)  # stable: the order within and between the others is kept
     for item in items:
         for mark in item.iter_markers("skipif"):
             reason = str(mark.kwargs.get("reason", ""))

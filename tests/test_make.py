@@ -97,9 +97,12 @@ def test_check_after_main_installs_no_ray_and_runs_both_tiers(tmp_path: Path) ->
     assert plan.index("not slow") < plan.index("-m mypy")
     serial = _dry_run(folder, "check", "CHECK_JOBS=1")
     assert "-j1 check-jobs" in serial
-    # each tier in one process unless XDIST is given (xdist is opt-in)
-    assert "-n auto" not in plan
-    opted = _dry_run(folder, "check", "XDIST=-n 2 --dist loadfile")
-    assert opted.count("-n 2 --dist loadfile") == 2
+    # the e2e tier on 2 workers (E2E_XDIST), the fast tier in one process unless XDIST is given
+    fast_line = next(line for line in plan.splitlines() if '-m "not slow"' in line)
+    e2e_line = next(line for line in plan.splitlines() if '"slow and not ray"' in line)
+    assert "-n " not in fast_line
+    assert "-n 2 --dist loadfile" in plan[plan.index(e2e_line) :].split("mypy")[0]
+    opted = _dry_run(folder, "check", "XDIST=-n 2 --dist loadfile", "E2E_XDIST=")
+    assert opted.count("-n 2 --dist loadfile") == 1  # now on the fast tier only
     scale = _dry_run(folder, "check-scale")
     assert "scale]'" in scale and "-m pytest -q -m ray" in scale  # Ray only where it is used

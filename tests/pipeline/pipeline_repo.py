@@ -8,16 +8,21 @@ own ``shutil.copytree`` of it, so no module sees another's DVC state.
 
 ``reproduced_copy`` hands out copies of a second template: the same tree with tiny timing
 settings committed and one full ``dvc repro`` already run in it (its ``.dvc/cache`` and
-``dvc.lock`` included, nothing of it committed). One full run per test process serves
-every end-to-end module that starts from a reproduced pipeline, instead of one each.
+``dvc.lock`` included, nothing of it committed). One full run per test run serves every
+end-to-end module that starts from a reproduced pipeline, instead of one each; under
+pytest-xdist the workers share it (built by the first to ask, under a file lock).
 """
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,11 +97,28 @@ class Reproduced:
     first_run: frozenset[str]
 
 
-class PipelineRepos:
-    """Hands out committed copies of the working tree; the first one is made from git."""
+@contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock`` (a file) for the block: one builder at a time."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def __init__(self, scratch: Path) -> None:
+
+class PipelineRepos:
+    """Hands out committed copies of the working tree; the first one is made from git.
+
+    ``shared`` is a folder every process of the test run sees (the xdist workers' common
+    base temp); the reproduced template lives there, else under ``scratch``.
+    """
+
+    def __init__(self, scratch: Path, shared: Path | None = None) -> None:
         self._scratch = scratch
+        self._shared = shared or scratch
         self._template: Path | None = None
         self._reproduced: Reproduced | None = None
 
@@ -118,12 +140,18 @@ class PipelineRepos:
 
     def _reproduced_template(self) -> Reproduced:
         if self._reproduced is None:
-            template = self.committed_copy(self._scratch / "reproduced" / "repo")
-            shrink_conf(template)
-            git(template, "add", "-A")
-            git(template, "commit", "-qm", "tiny timings")
-            ran = frozenset(repro(template))
-            self._reproduced = Reproduced(template, ran)
+            folder = self._shared / "reproduced"
+            marker = folder / "first_run.json"  # written last: the template is complete
+            with _exclusive(self._shared / "reproduced.lock"):
+                if not marker.exists():
+                    shutil.rmtree(folder, ignore_errors=True)  # a builder that failed
+                    template = self.committed_copy(folder / "repo")
+                    shrink_conf(template)
+                    git(template, "add", "-A")
+                    git(template, "commit", "-qm", "tiny timings")
+                    marker.write_text(json.dumps(sorted(repro(template))), encoding="utf-8")
+            ran = frozenset(json.loads(marker.read_text(encoding="utf-8")))
+            self._reproduced = Reproduced(folder / "repo", ran)
         return self._reproduced
 
     def reproduced_copy(self, target: Path) -> Reproduced:
