@@ -1,41 +1,30 @@
-"""One rank of a real FSDP2 step on the gloo backend (CPU), for test_sharded_gloo.py.
+"""One rank of every real gloo case (FSDP2, DDP, tensor parallel), for the gloo tests.
 
-Usage: ``python gloo_rank.py RANK WORLD PORT OUT.json``. Joins a real process group on
-127.0.0.1:PORT, runs the same ``fsdp_step`` the prediction runs under
-``measure_peak_memory`` and writes this rank's measured ``cpu_tracked_tensors`` peak.
+Usage: ``python gloo_rank.py RANK WORLD PORT OUT.json`` (as ``gloo_launch.launch_world``
+starts it). Joins a real process group on 127.0.0.1:PORT and runs each case of
+``gloo_cases`` once under ``measure_peak_memory``, in the same order on every rank, then
+writes each case's measured ``cpu_tracked_tensors`` peak: one launch serves all the cases.
 """
 
 from __future__ import annotations
 
-import datetime
-import json
 import sys
 
-import torch.distributed as dist
-from sharded_models import fsdp_step
+from gloo_cases import DDP_CASES, FSDP_CASES, ddp_case, fsdp_case, tp_step
+from gloo_launch import joined_world, measure_cases, write_record
 from torch.distributed.device_mesh import init_device_mesh
+from torch.nn.parallel import DistributedDataParallel
 
-from torchscan_stages.measure.memory import measure_peak_memory
 
-
-def main(rank: int, world: int, port: int, out: str) -> None:
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=120),
-    )
-    try:
+def main(argv: list[str]) -> None:
+    with joined_world(argv) as (rank, world, out):
         mesh = init_device_mesh("cpu", (world,))
-        step = fsdp_step(batch=2, tokens=64)
-        report = measure_peak_memory(lambda: step(mesh), device="cpu")
-        [cpu] = [r for r in report.memory.results if r.scope == "cpu_tracked_tensors"]
-        with open(out, "w", encoding="utf-8") as handle:
-            json.dump({"rank": rank, "status": cpu.status, "peak": cpu.known_value}, handle)
-    finally:
-        dist.destroy_process_group()
+        cases = {name: (lambda n=name: fsdp_case(n)(mesh)) for name in FSDP_CASES}
+        for name in DDP_CASES:
+            cases[name] = lambda n=name: ddp_case(n)(DistributedDataParallel)
+        cases["tp"] = lambda: tp_step(mesh)
+        write_record(out, rank, measure_cases(cases))
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    main(sys.argv)
