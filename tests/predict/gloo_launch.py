@@ -3,13 +3,15 @@
 One module for both sides of a launch, so the arguments one side writes are the ones the
 other reads:
 
-- the test's side, ``launch_world(script, world, out)``: a free port on 127.0.0.1, one child
-  process per rank, one deadline for all of them, every rank still running killed when one
-  fails or the deadline passes, then each rank's JSON record;
-- a rank's side, ``joined_world(argv)`` (joins the real process group the launcher named and
-  always destroys it) and ``measure_cases(cases)`` (each case's measured
-  ``cpu_tracked_tensors`` peak, or the error it raised, so one broken case fails only the
-  tests that read it).
+- the test's side, ``launch_world(script, world, out)``: a free port on 127.0.0.1, the
+  script started in a session of its own, one deadline, and the whole session killed when a
+  rank fails or the deadline passes; then each rank's JSON record;
+- the script's side, ``fork_world(argv, run_rank)``: the script imports torch and the cases
+  once, then forks one process per rank (torch imported once, not once per rank: about 7
+  CPU-s each here), each joins the real process group and runs ``run_rank``; a rank that
+  fails takes its siblings down, so none waits out a collective;
+- ``measure_cases(cases)``: each case's measured ``cpu_tracked_tensors`` peak, or the error it
+  raised, so one broken case fails only the tests that read it.
 
 Several cases run in the same rank processes: a launch (interpreter, torch import, process
 group) costs far more than one small case.
@@ -19,19 +21,23 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-LOG_TAIL = 3000  # characters of a failed rank's output quoted in the failure
+LOG_TAIL = 3000  # characters of a failed world's output quoted in the failure
+
+
+RunRank = Callable[[int, int, Path], None]  # (rank, world, this rank's record path)
 
 
 class WorldFailed(AssertionError):
@@ -53,55 +59,48 @@ def _rank_environment() -> dict[str, str]:
     return env
 
 
-def _stop(ranks: list[subprocess.Popen[str]]) -> None:
-    for process in ranks:
-        if process.poll() is None:
-            process.kill()
-    for process in ranks:
-        process.wait(timeout=30)
+def _kill_session(process: subprocess.Popen[str]) -> None:
+    """SIGKILL the script and every rank it forked (they share its session)."""
+    with suppress(ProcessLookupError):  # the script and its ranks have all exited
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
 
 
 def launch_world(
     script: Path, world: int, out: Path, *, timeout: float = 420.0
 ) -> list[dict[str, Any]]:
-    """Run ``script RANK WORLD PORT OUT.json`` once per rank and return the ranks' records.
+    """Run ``script WORLD PORT OUT`` (it forks the ranks) and return the ranks' records.
 
-    Raises ``WorldFailed`` with the failing rank's output when a rank exits non-zero or
+    Raises ``WorldFailed`` with the script's output when it exits non-zero, when a rank
     writes no record, and when the world is still running after ``timeout`` seconds; no
     rank outlives this call either way.
     """
-    port = free_port()
-    env = _rank_environment()
-    paths = [out / f"rank{rank}.json" for rank in range(world)]
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(rank), str(world), str(port), str(path)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank, path in enumerate(paths)
-    ]
-    deadline = time.monotonic() + timeout
-    logs: list[str] = []
+    command = [sys.executable, str(script), str(world), str(free_port()), str(out)]
+    process = subprocess.Popen(
+        command,
+        env=_rank_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # one process group: the ranks are killed with the script
+    )
     try:
-        for rank, process in enumerate(ranks):
-            try:
-                logs.append(process.communicate(timeout=max(1.0, deadline - time.monotonic()))[0])
-            except subprocess.TimeoutExpired as expired:
-                raise WorldFailed(
-                    f"{script.name} world {world}: rank {rank} still running after {timeout} s"
-                ) from expired
-            if process.returncode != 0:
-                raise WorldFailed(
-                    f"{script.name} world {world}: rank {rank} exited {process.returncode}:\n"
-                    f"{logs[rank][-LOG_TAIL:]}"
-                )
+        log = process.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired as expired:
+        _kill_session(process)
+        tail = (process.communicate()[0] or "")[-LOG_TAIL:]
+        raise WorldFailed(
+            f"{script.name} world {world}: still running after {timeout} s:\n{tail}"
+        ) from expired
     finally:
-        _stop(ranks)
+        _kill_session(process)
+    if process.returncode != 0:
+        raise WorldFailed(
+            f"{script.name} world {world} exited {process.returncode}:\n{log[-LOG_TAIL:]}"
+        )
     records = []
-    for rank, path in enumerate(paths):
+    for rank in range(world):
+        path = out / f"rank{rank}.json"
         if not path.exists():
             raise WorldFailed(f"{script.name} world {world}: rank {rank} wrote no {path.name}")
         records.append(json.loads(path.read_text(encoding="utf-8")))
@@ -123,14 +122,13 @@ def case_peaks(records: list[dict[str, Any]], case: str) -> list[int]:
 
 
 @contextmanager
-def joined_world(argv: list[str]) -> Iterator[tuple[int, int, Path]]:
-    """Join the gloo group ``launch_world`` named in ``argv`` (RANK WORLD PORT OUT.json);
-    yields (rank, world, out) and destroys the group on the way out, also on an error."""
+def joined_world(rank: int, world: int, port: int) -> Iterator[None]:
+    """Join the gloo group on 127.0.0.1:``port`` as ``rank`` of ``world``; destroy it on
+    the way out, also on an error."""
     import datetime
 
     import torch.distributed as dist
 
-    rank, world, port, out = int(argv[1]), int(argv[2]), int(argv[3]), Path(argv[4])
     dist.init_process_group(
         "gloo",
         init_method=f"tcp://127.0.0.1:{port}",
@@ -139,9 +137,51 @@ def joined_world(argv: list[str]) -> Iterator[tuple[int, int, Path]]:
         timeout=datetime.timedelta(seconds=120),
     )
     try:
-        yield rank, world, out
+        yield
     finally:
         dist.destroy_process_group()
+
+
+def _rank_child(rank: int, world: int, port: int, out: Path, run_rank: RunRank) -> None:
+    """The forked rank: join, run, leave; never returns (``os._exit``: no parent cleanup)."""
+    code = 1
+    try:
+        with joined_world(rank, world, port):
+            run_rank(rank, world, out / f"rank{rank}.json")
+        code = 0
+    except BaseException:  # printed for the launcher's failure message, then exit 1
+        print(f"rank {rank} of {world} failed:\n{traceback.format_exc()}", flush=True)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def fork_world(argv: list[str], run_rank: RunRank) -> int:
+    """The script's main: fork one rank per ``range(WORLD)`` from ``argv`` (WORLD PORT OUT),
+    wait for all; the first to fail has its siblings killed. Returns the exit status."""
+    world, port, out = int(argv[1]), int(argv[2]), Path(argv[3])
+    # fork copies only the calling thread: a second thread's held locks would never be freed
+    assert threading.active_count() == 1, "fork_world: fork the ranks before any thread starts"
+    ranks: dict[int, int] = {}
+    for rank in range(world):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _rank_child(rank, world, port, out, run_rank)
+        ranks[pid] = rank
+    status = 0
+    while ranks:
+        pid, wait_status = os.wait()
+        rank = ranks.pop(pid)
+        code = os.waitstatus_to_exitcode(wait_status)
+        if code != 0 and status == 0:
+            print(f"rank {rank} of {world} exited {code}; killing the others", flush=True)
+            status = 1
+            for other in ranks:
+                os.kill(other, signal.SIGKILL)
+    return status
 
 
 def measure_cases(cases: dict[str, Callable[[], None]]) -> dict[str, dict[str, Any]]:
