@@ -20,10 +20,13 @@ from torch import nn
 # ceil(99 / 4) = 25 rows per shard: one padding row at 2 ranks, one at 4)
 GLOO_SHAPE = DecoderShape(vocab=256, dim=64, layers=2, heads=4, kv_heads=2, hidden=99)
 BATCH, TOKENS = 2, 32
-# the TP MLP: column-wise TP_IN -> TP_HIDDEN, row-wise back, on (TP_BATCH, TP_TOKENS, TP_IN);
-# its weights outweigh its activations, so the peak is the optimizer step's (see test_tp_gloo)
-TP_IN, TP_HIDDEN, TP_BATCH, TP_TOKENS = 256, 1024, 4, 64
-
+# the TP MLP: column-wise width -> hidden, row-wise back, on (batch, tokens, width) inputs;
+# name -> (width, hidden, batch, tokens). "tp": the weights outweigh the activations, so the
+# peak is the optimizer step's; "tp_activations": the activations outweigh the weights
+TP_CASES: dict[str, tuple[int, int, int, int]] = {
+    "tp": (256, 1024, 4, 64),
+    "tp_activations": (64, 256, 4, 32),
+}
 FSDP_CASES: dict[str, dict[str, Any]] = {
     "fsdp": {},
     "fsdp_no_reshard": {"reshard_after_forward": False},
@@ -41,20 +44,26 @@ def ddp_case(name: str) -> Callable[[Any], None]:
     return ddp_step(BATCH, TOKENS, buffers=DDP_CASES[name], shape=GLOO_SHAPE)
 
 
-def tp_step(mesh: Any) -> None:
-    """A tensor-parallel MLP step: ``parallelize_module``, column- then row-wise, AdamW."""
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel,
-        RowwiseParallel,
-        parallelize_module,
-    )
+def tp_case(name: str) -> Callable[[Any], None]:
+    """``step(mesh)`` of the TP case ``name``: ``parallelize_module``, column- then
+    row-wise, AdamW."""
+    width, hidden, batch, tokens = TP_CASES[name]
 
-    torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Linear(TP_IN, TP_HIDDEN, bias=False), nn.ReLU(), nn.Linear(TP_HIDDEN, TP_IN, bias=False)
-    )
-    model = parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
-    optimizer = torch.optim.AdamW(model.parameters(), foreach=False)
-    model(torch.randn(TP_BATCH, TP_TOKENS, TP_IN)).pow(2).mean().backward()
-    optimizer.step()
-    optimizer.zero_grad()
+    def step(mesh: Any) -> None:
+        from torch.distributed.tensor.parallel import (
+            ColwiseParallel,
+            RowwiseParallel,
+            parallelize_module,
+        )
+
+        torch.manual_seed(0)
+        model = nn.Sequential(
+            nn.Linear(width, hidden, bias=False), nn.ReLU(), nn.Linear(hidden, width, bias=False)
+        )
+        model = parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        optimizer = torch.optim.AdamW(model.parameters(), foreach=False)
+        model(torch.randn(batch, tokens, width)).pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    return step

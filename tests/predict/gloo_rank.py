@@ -17,7 +17,7 @@ from pathlib import Path
 import torch._dynamo
 import torch.distributed.fsdp
 import torch.distributed.tensor.parallel  # noqa: F401
-from gloo_cases import DDP_CASES, FSDP_CASES, ddp_case, fsdp_case, tp_step
+from gloo_cases import DDP_CASES, FSDP_CASES, TP_CASES, ddp_case, fsdp_case, tp_case
 from gloo_launch import fork_world, measure_cases, write_record
 from torch.distributed.device_mesh import init_device_mesh
 from torch.nn.parallel import DistributedDataParallel
@@ -31,7 +31,8 @@ def run_rank(rank: int, world: int, out: Path) -> None:
     cases = {name: (lambda n=name: fsdp_case(n)(mesh)) for name in FSDP_CASES}
     for name in DDP_CASES:
         cases[name] = lambda n=name: ddp_case(n)(DistributedDataParallel)
-    cases["tp"] = lambda: tp_step(mesh)
+    for name in TP_CASES:
+        cases[name] = lambda n=name: tp_case(n)(mesh)
     write_record(out, rank, measure_cases(cases))
 
 
