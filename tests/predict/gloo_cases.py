@@ -57,10 +57,10 @@ def tp_case(name: str) -> Callable[[Any], None]:
         )
 
         torch.manual_seed(0)
-        model = nn.Sequential(
+        mlp = nn.Sequential(
             nn.Linear(width, hidden, bias=False), nn.ReLU(), nn.Linear(hidden, width, bias=False)
         )
-        model = parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        model = parallelize_module(mlp, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
         optimizer = torch.optim.AdamW(model.parameters(), foreach=False)
         model(torch.randn(batch, tokens, width)).pow(2).mean().backward()
         optimizer.step()

@@ -198,6 +198,7 @@ def measure_cases(cases: dict[str, Callable[[], None]]) -> dict[str, dict[str, A
         except Exception:  # reported to the test that reads this case
             results[name] = {"error": traceback.format_exc()}
             continue
+        assert report.memory is not None, f"case {name}: no memory section"
         [cpu] = [r for r in report.memory.results if r.scope == "cpu_tracked_tensors"]
         results[name] = {"status": cpu.status, "peak": cpu.known_value}
     return results

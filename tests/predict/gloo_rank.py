@@ -10,6 +10,8 @@ each case's measured ``cpu_tracked_tensors`` peak: one launch serves all the cas
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 # imported before the fork, so no rank imports them again: fully_shard and DTensor's
@@ -28,11 +30,13 @@ import torchscan_stages.measure.memory  # noqa: F401  (measure_cases imports it 
 def run_rank(rank: int, world: int, out: Path) -> None:
     """This rank's cases, measured in order, written to ``out``."""
     mesh = init_device_mesh("cpu", (world,))
-    cases = {name: (lambda n=name: fsdp_case(n)(mesh)) for name in FSDP_CASES}
+    cases: dict[str, Callable[[], None]] = {}
+    for name in FSDP_CASES:
+        cases[name] = partial(fsdp_case(name), mesh)
     for name in DDP_CASES:
-        cases[name] = lambda n=name: ddp_case(n)(DistributedDataParallel)
+        cases[name] = partial(ddp_case(name), DistributedDataParallel)
     for name in TP_CASES:
-        cases[name] = lambda n=name: tp_case(n)(mesh)
+        cases[name] = partial(tp_case(name), mesh)
     write_record(out, rank, measure_cases(cases))
 
 

@@ -34,15 +34,17 @@ def test_real_gloo_ddp_ranks_match_the_prediction(
     assert len(measured) == world
     predicted = predict_ddp_peak_memory(ddp_case(case), world_size=world, device="cpu")
     assert predicted.peak.status == "complete"
+    value = predicted.peak.value
     buckets = predicted.by_category["gradient_buckets"].value
+    assert value is not None and buckets is not None
     assert buckets == predicted.by_category["gradients"].value  # one flat copy of every grad
     if DDP_CASES[case]:  # the BatchNorm's running stats, broadcast at construction and forward
-        assert predicted.by_category["buffers"].value > 0
+        assert (predicted.by_category["buffers"].value or 0) > 0
     for rank, peak in enumerate(measured):
         # the issue's bar: within 3 % of each rank's measured cpu_tracked_tensors peak
-        assert abs(predicted.peak.value - peak) <= 0.03 * peak, (rank, predicted.peak.value, peak)
+        assert abs(value - peak) <= 0.03 * peak, (rank, value, peak)
         # seen at 2 and at 4 ranks: 2,045,440 B measured, 2,045,524 predicted; with the
         # BatchNorm 2,057,728 and 2,057,828: over by the literals alone
-        assert predicted.peak.value - peak == LITERAL_BYTES[case], (rank, peak)
+        assert value - peak == LITERAL_BYTES[case], (rank, peak)
         # without the buckets the prediction would miss by the buckets' 19 % of the peak
-        assert abs(predicted.peak.value - buckets - peak) > 0.03 * peak
+        assert abs(value - buckets - peak) > 0.03 * peak

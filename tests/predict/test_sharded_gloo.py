@@ -32,10 +32,12 @@ def test_real_gloo_ranks_match_the_prediction(
             fsdp_case(case), world_size=world, rank=rank, device="cpu"
         )
         assert predicted.peak.status == "complete"
+        value = predicted.peak.value
+        assert value is not None
         # the bar: within 3 % of each rank's measured cpu_tracked_tensors peak (seen:
         # equal byte for byte, 1,235,080 B at 2 ranks and 1,139,144 at 4 with resharding,
         # 1,453,960 and 1,358,024 without)
-        assert abs(predicted.peak.value - peak) <= 0.03 * peak, (rank, predicted.peak.value, peak)
+        assert abs(value - peak) <= 0.03 * peak, (rank, value, peak)
         # this rank's parameter shards, each padded to ceil(rows / world) rows (the FFN's 99
         # rows: 50 per rank at 2, 25 at 4): 191,872 B at 2 ranks, 95,936 at 4
         assert predicted.by_category["parameters"].value == padded_shard_bytes(GLOO_SHAPE, world)
