@@ -67,15 +67,20 @@ def _kill_session(process: subprocess.Popen[str]) -> None:
 
 
 def launch_world(
-    script: Path, world: int, out: Path, *, timeout: float = 420.0
+    script: Path,
+    world: int,
+    out: Path,
+    *,
+    args: list[str] | None = None,
+    timeout: float = 420.0,
 ) -> list[dict[str, Any]]:
-    """Run ``script WORLD PORT OUT`` (it forks the ranks) and return the ranks' records.
+    """Run ``script WORLD PORT OUT [ARGS]`` (it forks the ranks); return the ranks' records.
 
     Raises ``WorldFailed`` with the script's output when it exits non-zero, when a rank
     writes no record, and when the world is still running after ``timeout`` seconds; no
     rank outlives this call either way.
     """
-    command = [sys.executable, str(script), str(world), str(free_port()), str(out)]
+    command = [sys.executable, str(script), str(world), str(free_port()), str(out), *(args or [])]
     process = subprocess.Popen(
         command,
         env=_rank_environment(),
