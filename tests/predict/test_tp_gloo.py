@@ -29,10 +29,11 @@ STEP_COUNTERS = 2 * 4  # AdamW's step counters of the two weights, fp32 scalars 
 #   of step counters: 11 x 524,288 + 8 = 5,767,176 against 5,767,168. At 4 ranks the real
 #   peak is in the backward, as high as its step's plus the loss and its gradient seed
 #   (2 x 4 B, seen by both): 11 x 262,144 + 8 = 2,883,592 on both sides.
-# - "tp_activations": the peak is in the backward, and the real run holds world / 2 more
-#   copies of the (4, 32, 64) fp32 input-sized activation (32,768 B each) than the fake world:
-#   360,456 against 393,224 at 2 ranks, 262,152 against 327,688 at 4. Not modelled: why the
-#   figure stays partial.
+# - "tp_activations": the peak is in the backward, where the real run holds one more
+#   32,768 B tensor (the size of the (4, 32, 64) fp32 input) than the fake world at 2 ranks
+#   and two more at 4: 360,456 against 393,224 at 2 ranks, 262,152 against 327,688 at 4. Not
+#   yet explained (among what the real run holds there, the functional all-reduce's output
+#   and its autograd wrapper are separate storages); this is why the figure stays partial.
 SEEN_GAP = {
     ("tp", 2): STEP_COUNTERS,
     ("tp", 4): 0,
