@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -59,11 +60,32 @@ def _rank_environment() -> dict[str, str]:
     return env
 
 
+def _running_in_group(group: int) -> list[int]:
+    """Processes of process group ``group`` not yet dead (zombies excluded), from /proc."""
+    running = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+        except OSError:  # it exited while we looked
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":  # (state, ppid, pgrp, ...)
+            running.append(int(entry.name))
+    return running
+
+
 def _kill_session(process: subprocess.Popen[str]) -> None:
-    """SIGKILL the script and every rank it forked (they share its session)."""
+    """SIGKILL the script and every rank it forked (they share its session), and wait
+    until none of them runs: a SIGKILL is delivered, not carried out, by ``killpg``."""
     with suppress(ProcessLookupError):  # the script and its ranks have all exited
         os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while Path("/proc").is_dir() and _running_in_group(process.pid):
+        if time.monotonic() > deadline:
+            raise WorldFailed(f"ranks {_running_in_group(process.pid)} survived SIGKILL")
+        time.sleep(0.05)
 
 
 def launch_world(
