@@ -138,6 +138,7 @@ def case_peaks(records: list[dict[str, Any]], case: str) -> list[int]:
     """Each rank's measured peak of ``case``; fails with the rank's traceback if it raised."""
     peaks = []
     for rank, record in enumerate(records):
+        assert case in record["cases"], f"case {case} was not run: its module's GLOO_FAMILY?"
         result = record["cases"][case]
         assert "error" not in result, f"rank {rank}, case {case}:\n{result['error']}"
         assert result["status"] == "complete", (rank, case, result)

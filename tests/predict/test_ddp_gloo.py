@@ -17,6 +17,7 @@ from gloo_launch import case_peaks
 from torchscan_stages.predict.ddp import predict_ddp_peak_memory
 
 pytestmark = pytest.mark.slow
+GLOO_FAMILY = "ddp"  # the cases gloo_world's launch runs for this module
 # Tensors made from Python literals, which the prediction counts and the measured tracker
 # cannot see (torch.tensor builds them before any dispatch): AdamW's step counters, one fp32
 # scalar per parameter tensor, and BatchNorm's int64 num_batches_tracked. The decoder has 21

@@ -18,6 +18,7 @@ from sharded_models import padded_shard_bytes
 from torchscan_stages.predict.sharded import predict_sharded_peak_memory
 
 pytestmark = pytest.mark.slow
+GLOO_FAMILY = "fsdp"  # the cases gloo_world's launch runs for this module
 
 
 @pytest.mark.parametrize("case", sorted(FSDP_CASES))

@@ -21,6 +21,7 @@ from torchscan_stages.predict.parallelism import UNMODELLED
 from torchscan_stages.predict.sharded import predict_sharded_peak_memory
 
 pytestmark = pytest.mark.slow
+GLOO_FAMILY = "tp"  # the cases gloo_world's launch runs for this module
 STEP_COUNTERS = 2 * 4  # AdamW's step counters of the two weights, fp32 scalars from literals
 # The prediction minus the measured peak, seen, with its arithmetic:
 # - "tp": both peaks are 11 units of one weight shard (2 x 256 x 1024 x 4 / world / 2 B: 2 of
