@@ -52,10 +52,16 @@ def _dense_4d(call: Call) -> bool:
     return all(t.dim() == 4 and not t.is_nested and t.numel() > 0 for t in tensors)
 
 
-def _heads_ok(call: Call) -> bool:
-    """Same batch and the same heads (grouped-query calls are not modelled)."""
+def _heads(call: Call) -> str | None:
+    """"same" (one batch, the same heads), "grouped" (``enable_gqa``: query heads a multiple
+    of the key's and value's), or None (what torch refuses)."""
     q, k, v = call.query, call.key, call.value
-    return q.size(0) == k.size(0) == v.size(0) and q.size(1) == k.size(1) == v.size(1)
+    if not (q.size(0) == k.size(0) == v.size(0)):
+        return None
+    if q.size(1) == k.size(1) == v.size(1):
+        return "same"
+    grouped = k.size(1) == v.size(1) and q.size(1) % k.size(1) == 0
+    return "grouped" if call.enable_gqa and grouped else None
 
 
 def _stride_ok(t: torch.Tensor, ignore_singleton: bool) -> bool:
@@ -97,14 +103,19 @@ def can_efficient(call: Call) -> tuple[bool, str]:
 
 def choose(call: Call) -> tuple[str | None, str]:
     """(backend, why) on ``ASSUMED_GPU``; None where the call is outside what is modelled
-    (not dense 4-D, mismatched batch or heads, grouped-query): its CPU kernels are kept,
-    with a warning."""
-    if not _dense_4d(call) or not _heads_ok(call):
+    (not dense 4-D, mismatched batch or heads, a padded flash call, grouped-query on the
+    memory-efficient kernel): its CPU kernels are kept, with a warning."""
+    heads = _heads(call) if _dense_4d(call) else None
+    if heads is None:
         return None, "not a dense 4-D call with matching batch and heads"
     flash, why_not_flash = can_flash(call)
+    if flash and call.query.size(-1) % 8:
+        return None, "flash with a head dim not a multiple of 8 (CUDA pads q, k, v)"
     if flash:
         return FLASH, "fp16/bf16, no mask"
     efficient, why_not_efficient = can_efficient(call)
+    if efficient and heads == "grouped":
+        return None, "grouped-query attention on the memory-efficient kernel"
     if efficient:
         return EFFICIENT, f"not flash: {why_not_flash}"
     return MATH, f"not flash: {why_not_flash}; not memory-efficient: {why_not_efficient}"
