@@ -144,6 +144,24 @@ class CudaSemantics(TorchFunctionMode):
         line that made it (torch warns with stacklevel 2: the caller of its constructor)."""
         self.cuda_autocast.append(f"{self._where()} at {filename}:{lineno}")
 
+    def assumptions(self) -> list[str]:
+        """The CUDA kernels the prediction took in place of the CPU's (report.assumptions)."""
+        taken = []
+        backends = Counter[str]()
+        for (backend, _, _), count in self.attention_calls.items():
+            backends[backend] += count
+        for backend, count in sorted(backends.items()):
+            taken.append(
+                f"scaled_dot_product_attention: CUDA's {backend} kernel ({count} call(s)), "
+                f"as torch chooses it for {attention.ASSUMED_GPU}"
+            )
+        if self.dropouts:
+            taken.append(
+                f"dropout: CUDA's fused native_dropout ({self.dropouts} call(s)), which saves "
+                "a 1-byte bool mask (the CPU's dropout saves a mask in the input's dtype)"
+            )
+        return taken
+
     def diagnostics(self) -> list[Diagnostic]:
         """What the CUDA prediction followed, and what it did not, as the peak's warnings."""
         found = _attention_diagnostics(self)

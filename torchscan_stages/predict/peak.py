@@ -112,6 +112,7 @@ def _run(
         diagnostics += [_compiled_as_eager(note) for note in compiled] + residents.notes()
         if semantics is not None:
             diagnostics += semantics.diagnostics()
+            tracker.assumptions += semantics.assumptions()
     finally:
         residents.restore()
         saved.restore()
