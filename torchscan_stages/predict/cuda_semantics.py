@@ -96,7 +96,7 @@ class CudaSemantics(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is F.scaled_dot_product_attention:
             return self._attention(args, kwargs)
-        if func is F.dropout and self._fused_dropout(args, kwargs):
+        if (func is F.dropout or func is torch.dropout) and self._fused_dropout(args, kwargs):
             self.dropouts += 1
             return torch.native_dropout(args[0], _arg(args, kwargs, 1, "p", 0.5), True)[0]
         name = _aten_name(func)
@@ -125,7 +125,7 @@ class CudaSemantics(TorchFunctionMode):
     def _fused_dropout(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """What CUDA's ``dropout`` runs fused: training, 0 < p < 1, not in place, not empty."""
         p = _arg(args, kwargs, 1, "p", 0.5)
-        training = _arg(args, kwargs, 2, "training", True)
+        training = _arg(args, kwargs, 2, "training", kwargs.get("train", True))
         inplace = _arg(args, kwargs, 3, "inplace", False)
         x = args[0] if args else kwargs.get("input")
         return (
