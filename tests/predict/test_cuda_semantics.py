@@ -96,7 +96,7 @@ def test_memory_efficient_training_step_closed_form() -> None:
 
 
 def test_math_backend_is_exact_where_no_gpu_chooses_otherwise() -> None:
-    """Head dim 30 in fp32: no fused kernel on any GPU, so CUDA runs the math composite, the
+    """Head dim 30 in fp32: no fused kernel on an sm80+ GPU, so CUDA runs the math composite, the
     same code the CPU runs when forced to it, measured here for real."""
     inference = predict_peak_memory(
         _attention(torch.float32, head_dim=30, train=False), device="cuda"

@@ -53,7 +53,7 @@ def _dense_4d(call: Call) -> bool:
 
 
 def _heads(call: Call) -> str | None:
-    """"same" (one batch, the same heads), "grouped" (``enable_gqa``: query heads a multiple
+    """ "same" (one batch, the same heads), "grouped" (``enable_gqa``: query heads a multiple
     of the key's and value's), or None (what torch refuses)."""
     q, k, v = call.query, call.key, call.value
     if not (q.size(0) == k.size(0) == v.size(0)):
@@ -122,10 +122,12 @@ def choose(call: Call) -> tuple[str | None, str]:
 
 
 def gpu_independent(call: Call, backend: str) -> bool:
-    """True when no GPU architecture would choose otherwise: math in fp32 (flash needs
-    fp16/bf16 everywhere) where even the memory-efficient kernel's loosest alignment fails."""
+    """True when no sm80-or-newer GPU would choose otherwise: math in fp32 (flash and cuDNN
+    attention need fp16/bf16) with head dims the memory-efficient kernel's fp32 alignment
+    of 4 refuses. (A pre-sm80 GPU aligns fp32 to 1 and could take that kernel.)"""
     q, v = call.query, call.value
-    return backend == MATH and q.dtype == torch.float32 and (q.size(-1) % 4 or v.size(-1) % 4)
+    unaligned = q.size(-1) % 4 != 0 or v.size(-1) % 4 != 0
+    return backend == MATH and q.dtype == torch.float32 and unaligned
 
 
 def _attn_bias(call: Call) -> torch.Tensor | None:

@@ -27,7 +27,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 import torch.nn.functional as F
@@ -258,11 +258,18 @@ def following_cuda(modules: Any, enabled: bool) -> Iterator[CudaSemantics | None
         warnings.filterwarnings("always", message=CUDA_AUTOCAST_OFF)
         shown = warnings.showwarning
 
-        def show(message: Any, category: Any, filename: str, lineno: int, *rest: Any) -> None:
+        def show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
             if str(message).startswith(CUDA_AUTOCAST_OFF):
                 mode.autocast_turned_off(filename, lineno)
                 return
-            shown(message, category, filename, lineno, *rest)
+            shown(message, category, filename, lineno, file, line)
 
         warnings.showwarning = show
         with mode:
