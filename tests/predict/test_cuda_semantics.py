@@ -152,10 +152,11 @@ def test_autocast_cuda_turned_off_is_a_warning_on_the_peak() -> None:
     (diag,) = [d for d in report.diagnostics if d.code == "cuda_autocast_not_run"]
     assert diag.severity == "warning" and diag.metric == "peak"
     assert "test_cuda_semantics.py:" in diag.message  # the user's autocast line
-    from torchscan_stages.render import render_report
+    from torchscan_stages.render import render_index, render_report
 
     html = render_report(report)
     assert "with warnings: cuda_autocast_not_run" in html  # on the peak's card
+    assert "with warnings: cuda_autocast_not_run" in render_index([report], title="t")
 
 
 def test_cpu_autocast_under_a_cuda_prediction_names_the_differing_operators() -> None:
