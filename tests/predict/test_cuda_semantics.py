@@ -205,3 +205,15 @@ def test_grouped_query_flash_is_modelled_and_unknown_calls_are_named() -> None:
     padded = predict_peak_memory(workload(12), device="cuda")
     (diag,) = [d for d in padded.diagnostics if d.code == "cuda_attention_not_modelled"]
     assert "multiple of 8" in diag.message and diag.metric == "peak"
+
+
+def test_multihead_attention_runs_where_the_prediction_cannot_follow_it() -> None:
+    layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+
+    def workload() -> None:
+        layer(torch.randn(2, 8, 32)).sum().backward()
+
+    report = predict_peak_memory(workload, device="cuda")
+    (diag,) = [d for d in report.diagnostics if d.code == "cuda_attention_not_modelled"]
+    assert diag.path == "TransformerEncoderLayer.self_attn" and diag.severity == "warning"
+    assert "multi_head_attention_forward" in diag.message

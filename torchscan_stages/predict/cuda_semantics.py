@@ -37,6 +37,11 @@ from ..report import Diagnostic
 from . import cuda_attention as attention
 
 CUDA_AUTOCAST_OFF = "CUDA is not available or torch_xla is imported. Disabling autocast"
+# functions whose attention (and dropout) run inside them, where this mode cannot see
+FUSED_ATTENTION = frozenset(
+    {"multi_head_attention_forward", "_native_multi_head_attention",
+     "_transformer_encoder_layer_fwd"}
+)  # fmt: skip
 RNN_FUNCTIONS = frozenset(
     {"lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell",
      "rnn_relu_cell"}
@@ -100,6 +105,9 @@ class CudaSemantics(TorchFunctionMode):
             self.dropouts += 1
             return torch.native_dropout(args[0], _arg(args, kwargs, 1, "p", 0.5), True)[0]
         name = _aten_name(func)
+        if name in FUSED_ATTENTION:
+            why = f"inside {name} (nn.MultiheadAttention), with its dropout"
+            self.unmodelled_attention[(self._where(), why)] += 1
         if name in RNN_FUNCTIONS:
             self.rnn.setdefault(name, set()).add(self._where())
         if name and torch.is_autocast_enabled("cpu"):
