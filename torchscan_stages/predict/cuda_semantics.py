@@ -81,7 +81,7 @@ class CudaSemantics(TorchFunctionMode):
     modules: Any  # the module stack: current() is the innermost module's dotted path
     attention_calls: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     saved_bytes: int = 0  # logsumexp bytes the fused backends keep (before rounding)
-    exact_attention: int = 0  # calls whose backend no GPU would choose otherwise
+    exact_attention: int = 0  # calls whose backend no sm80+ GPU would choose otherwise
     unmodelled_attention: Counter[tuple[str, str]] = field(default_factory=Counter)
     dropouts: int = 0
     autocast_ops: dict[str, set[str]] = field(default_factory=dict)  # op -> modules
@@ -103,7 +103,8 @@ class CudaSemantics(TorchFunctionMode):
             return self._attention(args, kwargs)
         if (func is F.dropout or func is torch.dropout) and self._fused_dropout(args, kwargs):
             self.dropouts += 1
-            return torch.native_dropout(args[0], _arg(args, kwargs, 1, "p", 0.5), True)[0]
+            x = args[0] if args else kwargs["input"]
+            return torch.native_dropout(x, _arg(args, kwargs, 1, "p", 0.5), True)[0]
         name = _aten_name(func)
         if name in FUSED_ATTENTION:
             why = f"inside {name} (nn.MultiheadAttention), with its dropout"
@@ -123,11 +124,16 @@ class CudaSemantics(TorchFunctionMode):
         training = torch.is_grad_enabled() and any(
             t.requires_grad for t in (call.query, call.key, call.value)
         )
+        try:
+            out = attention.run(call, backend)
+        except RuntimeError as error:  # the backend's meta kernel refused: keep the CPU's
+            self.unmodelled_attention[(self._where(), f"{backend} refused: {error}")] += 1
+            return F.scaled_dot_product_attention(*args, **kwargs)
         self.attention_calls[(backend, self._where(), why)] += 1
         self.saved_bytes += attention.saved_bytes(call, backend, training)
         if attention.gpu_independent(call, backend) and not call.dropout_p:
             self.exact_attention += 1
-        return attention.run(call, backend)
+        return out
 
     @staticmethod
     def _fused_dropout(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
