@@ -236,10 +236,11 @@ class CudaSemantics(TorchFunctionMode):
                 metric="peak",
                 operator=", ".join(sorted(self.autocast_ops)),
                 path=sorted(set().union(*self.autocast_ops.values()))[0],
-                message="CPU autocast ran under a CUDA prediction, and CUDA's autocast casts "
-                f"these operators otherwise: {'; '.join(differing)}. Their outputs (and the "
-                "tensors saved from them) take the CPU's dtype here, not CUDA's: the peak "
-                "can be higher or lower",
+                message="CPU autocast ran under a CUDA prediction, and these operators are on "
+                f"one device's autocast list only (torch's dispatcher): {'; '.join(differing)}"
+                ". Their outputs (and the tensors saved from them) take the CPU's dtype here, "
+                "which may not be CUDA's (e.g. CUDA runs layer_norm and softmax in fp32): "
+                "the peak can be higher or lower",
             )
         ]
 
