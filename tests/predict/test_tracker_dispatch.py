@@ -8,6 +8,8 @@ storages' event numbers (and so a peak's classification) would change.
 from __future__ import annotations
 
 from collections import OrderedDict, namedtuple
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -48,10 +50,10 @@ def test_a_compiled_step_predicts_what_the_eager_step_does() -> None:
 
     compiled = torch.compile(product, backend="eager")
 
-    def step(fn: object) -> object:
+    def step(fn: Callable[..., Any]) -> Callable[[], None]:
         def run() -> None:
             w, x = torch.ones(64, 64), torch.ones(8, 64)
-            fn(x, w)  # type: ignore[operator]
+            fn(x, w)
 
         return run
 

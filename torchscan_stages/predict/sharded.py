@@ -182,7 +182,9 @@ class ShardedTracker(PeakTracker):
         # torch.distributed is imported only when a sharded prediction runs)
         self._distributed_types: dict[Any, bool] = {}
         self._dtensor: Any = None
-        self._wait = self._all_gather = self._reduce_scatter = None
+        self._wait: Any = None
+        self._all_gather: Any = None
+        self._reduce_scatter: Any = None
         self._propagating = 0
         self._restore: list[tuple[Any, str, Any]] = []
 
