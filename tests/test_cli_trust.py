@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from signal_defaults import python_sigint
 
 from torchscan_stages.commands.summary import main
 
@@ -74,12 +75,13 @@ def test_a_signal_during_a_command_is_one_line_and_its_exit_code(
         f"def build():\n    os.kill(os.getpid(), {int(sig)})\n"
         "    for _ in range(10**6):\n        pass\n    return torch.nn.Identity()\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "torchscan_stages", "summary", "--model", "sigpkg:build",
-         "--input-shape", "4", "--json", str(tmp_path / "s.json")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])},
-    )  # fmt: skip
+    with python_sigint():  # the child starts with Ctrl-C's default, not an inherited SIG_IGN
+        done = subprocess.run(
+            [sys.executable, "-m", "torchscan_stages", "summary", "--model", "sigpkg:build",
+             "--input-shape", "4", "--json", str(tmp_path / "s.json")],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])},
+        )  # fmt: skip
     assert done.returncode == code, done.stderr[-2000:]  # 128 + 2, 128 + 15
     assert _one_line(done.stderr).startswith("summary: ")
     assert "interrupted by SIGINT" in done.stderr or "terminated by SIGTERM" in done.stderr

@@ -15,9 +15,11 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from dynamo_counters import dynamo_counters_as_found
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted(
@@ -107,3 +109,27 @@ def test_each_readme_python_block_runs_on_its_own(
         exec(compile(block.code, f"README.md[block {block.number}]", "exec"), fresh)
         ran += 1
     assert ran >= 2
+
+
+def test_extending_uncounted_operator_block_holds_after_compiled_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The custom_mapping example asserts which operator went uncounted, not the whole
+    diagnostics list: a process that compiled code earlier (a suite's compile tests) adds
+    ``compiled_code_eager`` to every count, and the page must hold there too."""
+    import torch
+
+    monkeypatch.chdir(tmp_path)
+    (block,) = [
+        b
+        for b in blocks(ROOT / "docs" / "extending.md")
+        if b.lang == "python" and '"uncounted_operator"' in b.code
+    ]
+    namespace: dict[str, object] = {"__name__": "docs_extending_after_compile"}
+    with dynamo_counters_as_found():
+        compiled = torch.compile(lambda x: x + 1, backend="eager")  # eager: fast, real frames
+        compiled(torch.ones(2))
+        exec(compile(block.code, f"{block.page}[block {block.number}]", "exec"), namespace)
+    report: Any = namespace["report"]
+    codes = [d.code for d in report.diagnostics]
+    assert sorted(codes) == ["compiled_code_eager", "uncounted_operator"]  # the case it is for

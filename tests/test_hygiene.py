@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 import pytest
 import torch
+from signal_defaults import python_sigint
 from torch import nn
 from torch.nn.modules import module as torch_module
 from torch.utils._python_dispatch import _get_current_dispatch_mode
@@ -171,8 +172,7 @@ def test_ctrl_c_during_measure_peak_rss_leaves_no_child(tmp_path: Path) -> None:
     # Python's own Ctrl-C handler, as an interactive session has it: a suite started in the
     # background by a non-interactive shell inherits SIGINT ignored, which measure_peak_rss
     # rightly leaves ignored (the test would then wait out its 600 s child)
-    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
+    with python_sigint():
         before = _global_state()
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         thread = threading.Thread(target=interrupt, daemon=True)
@@ -181,8 +181,6 @@ def test_ctrl_c_during_measure_peak_rss_leaves_no_child(tmp_path: Path) -> None:
             measure_peak_rss([sys.executable, "-c", script], timeout=600)
         thread.join(timeout=60)
         after = {s: signal.getsignal(s) for s in handlers}
-    finally:
-        signal.signal(signal.SIGINT, inherited)
     (child,) = found
     assert _gone(child), "the measured child outlived Ctrl-C"
     assert _global_state() == before

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from signal_defaults import python_sigint
 
 from torchscan_stages._signals import Terminated, ending_signals_raise, signals_deferred
 
@@ -28,13 +29,15 @@ def test_sigterm_inside_raises_terminated_and_the_default_comes_back() -> None:
 
 def test_sigint_is_deferred_to_the_end_of_the_block() -> None:
     done: list[str] = []
-    with pytest.raises(KeyboardInterrupt), signals_deferred():
-        os.kill(os.getpid(), signal.SIGINT)
-        for _ in range(10_000):
-            pass
-        done.append("renamed")  # the block finished before the interrupt acted
+    with python_sigint():  # not the SIG_IGN a background launch inherits
+        with pytest.raises(KeyboardInterrupt), signals_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10_000):
+                pass
+            done.append("renamed")  # the block finished before the interrupt acted
+        after = signal.getsignal(signal.SIGINT)
     assert done == ["renamed"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert after is signal.default_int_handler  # the handler before the block, given back
 
 
 @pytest.mark.parametrize("name", ["r.json", "r.json.gz"])

@@ -4,10 +4,9 @@ parameters and parameter bytes are the real storage (int8: 1 byte per weight).""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
+from quantized_models import mlp, quantize
 from torch import nn
 
 from torchscan_stages import crawl_module, measure_flops
@@ -15,21 +14,8 @@ from torchscan_stages import crawl_module, measure_flops
 quantization = pytest.importorskip("torch.ao.quantization")
 
 
-def _quantize(model: nn.Module, spec: object, qconfig: object = None) -> nn.Module:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.ao's deprecation notices
-        if qconfig is not None:
-            return quantization.quantize_dynamic(model, {nn.Linear: qconfig})
-        return quantization.quantize_dynamic(model, spec, dtype=torch.qint8)
-
-
-def _mlp() -> nn.Module:
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
-
-
 def test_quantize_dynamic_mlp_counts_and_storage() -> None:
-    model = _quantize(_mlp(), {nn.Linear})
+    model = quantize(mlp(), {nn.Linear})
     x = torch.randn(4, 16)
     flops = measure_flops(lambda: model(x))
     # products 2 x 4 rows x (16*32 + 32*8) = 6,144; biases 4 x (32 + 8) = 160; ReLU 4 x 32
@@ -48,7 +34,7 @@ def test_quantize_dynamic_mlp_counts_and_storage() -> None:
 
 
 def test_a_model_mixing_quantized_and_float_layers_is_complete() -> None:
-    model = _quantize(_mlp(), {"0"})  # only the first Linear is quantized
+    model = quantize(mlp(), {"0"})  # only the first Linear is quantized
     assert type(model[2]) is nn.Linear
     report = crawl_module(model, (16,))
     # first layer int8 512 + float bias 32 x 4; the float Linear 264 x 4 bytes
@@ -59,7 +45,7 @@ def test_a_model_mixing_quantized_and_float_layers_is_complete() -> None:
 
 
 def test_per_channel_storage_counts_scales_and_zero_points() -> None:
-    model = _quantize(_mlp(), None, quantization.per_channel_dynamic_qconfig)
+    model = quantize(mlp(), None, quantization.per_channel_dynamic_qconfig)
     report = crawl_module(model, (16,))
     weight = model[0]._weight_bias()[0]
     scales, zeros = weight.q_per_channel_scales(), weight.q_per_channel_zero_points()
@@ -72,7 +58,7 @@ def test_per_channel_storage_counts_scales_and_zero_points() -> None:
 
 
 def test_quantize_dynamic_lstm() -> None:
-    model = _quantize(nn.Sequential(nn.LSTM(8, 16)), {nn.LSTM})
+    model = quantize(nn.Sequential(nn.LSTM(8, 16)), {nn.LSTM})
     x = torch.randn(5, 2, 8)
     flops = measure_flops(lambda: model(x))
     rows, gates = 5 * 2, 4 * 16

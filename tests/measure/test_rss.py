@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from signal_defaults import python_sigint
 
 import torchscan_stages.measure.rss_phases as rss_phases_module
 from torchscan_stages.measure.rss import measure_peak_rss
@@ -239,25 +240,30 @@ def test_signal_to_parent_kills_the_child(tmp_path: Path, signum: int) -> None:
     The child runs in its own session, so nothing but measure_peak_rss can kill it.
     """
     pid_file = tmp_path / "child.pid"
-    parent = subprocess.Popen(
-        [sys.executable, "-c", PARENT, str(pid_file)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        for _ in range(1200):  # bounded wait (1200 x 50 ms) for torch's import and the child
-            if pid_file.exists() and pid_file.read_text():
-                break
-            assert parent.poll() is None, parent.communicate()[1].decode()
-            time.sleep(0.05)
-        child = int(pid_file.read_text())
-        assert _alive(child)
-        parent.send_signal(signum)
-        _, err = parent.communicate(timeout=120)
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
+    # the parent starts with Ctrl-C's default (Python's KeyboardInterrupt), not an inherited
+    # SIG_IGN; `with` closes its stderr pipe on every way out
+    with (
+        python_sigint(),
+        subprocess.Popen(
+            [sys.executable, "-c", PARENT, str(pid_file)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        ) as parent,
+    ):
+        try:
+            for _ in range(1200):  # bounded wait (1200 x 50 ms) for torch's import and the child
+                if pid_file.exists() and pid_file.read_text():
+                    break
+                assert parent.poll() is None, parent.communicate()[1].decode()
+                time.sleep(0.05)
+            child = int(pid_file.read_text())
+            assert _alive(child)
+            parent.send_signal(signum)
+            _, err = parent.communicate(timeout=120)
+        finally:
+            if parent.poll() is None:
+                parent.kill()
+                parent.wait()
     assert _gone(child), f"child {child} outlived its parent's {signal.Signals(signum).name}"
     # the parent ended as it would have without measure_peak_rss: Python's SIGINT handler
     # raises KeyboardInterrupt (and an uncaught one ends the process by SIGINT); the others

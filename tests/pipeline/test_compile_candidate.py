@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import torch
+from dynamo_counters import dynamo_counters_as_found
 from simulated_clock import SimulatedClock
 
 from torchscan_stages.compare.benchmarks import compare_benchmarks
@@ -31,16 +32,9 @@ _MADE = itertools.count()
 
 @pytest.fixture(autouse=True)
 def _dynamo_counters_as_found() -> Iterator[None]:
-    """Dynamo's process-wide counters put back after each test: a later test in this process
-    reads "this process compiled code" from them (``compiled_code_eager``), and the frames
-    compiled here belong to functions no one can call any more."""
-    from torch._dynamo.utils import counters
-
-    saved = {key: dict(values) for key, values in counters.items()}
-    yield
-    counters.clear()
-    for key, values in saved.items():
-        counters[key].update(values)
+    """Dynamo's process-wide counters put back after each test (see dynamo_counters.py)."""
+    with dynamo_counters_as_found():
+        yield
 
 
 def _passed(base: Any, cand: Any) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+from signal_defaults import python_sigint
 
 from torchscan_stages.measure.rss import measure_peak_rss
 from torchscan_stages.pipeline.loader import read_params
@@ -80,11 +81,12 @@ def test_a_signal_during_a_stage_write_leaves_no_temporary(
     (tmp_path / "params.yaml").write_text(
         yaml.safe_dump(read_params(ROOT / "params.yaml")), encoding="utf-8"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", KILL_IN_WRITE.format(sig=sig)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
-        env=_stage_env(DVC_STAGE="crawl", PYTHONPATH=str(ROOT)),
-    )  # fmt: skip
+    with python_sigint():  # the child starts with Ctrl-C's default, not an inherited SIG_IGN
+        done = subprocess.run(
+            [sys.executable, "-c", KILL_IN_WRITE.format(sig=sig)],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+            env=_stage_env(DVC_STAGE="crawl", PYTHONPATH=str(ROOT)),
+        )  # fmt: skip
     assert done.returncode == code, done.stderr[-2000:]  # 128 + 15, 128 + 2
     assert done.stderr.startswith(f"crawl: interrupted by {sig}")
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr

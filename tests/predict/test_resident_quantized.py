@@ -10,12 +10,12 @@ equals ``measure_peak_memory``'s on the real run.
 from __future__ import annotations
 
 import io
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
+from quantized_models import mlp, quantize
 from torch import nn
 
 from torchscan_stages import crawl_module
@@ -23,19 +23,6 @@ from torchscan_stages.measure.memory import measure_peak_memory
 from torchscan_stages.predict import predict_peak_memory
 
 quantization = pytest.importorskip("torch.ao.quantization")
-
-
-def _quantize(model: nn.Module, spec: Any, qconfig: Any = None) -> nn.Module:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.ao's deprecation notices
-        if qconfig is not None:
-            return quantization.quantize_dynamic(model, {nn.Linear: qconfig})
-        return quantization.quantize_dynamic(model, spec, dtype=torch.qint8)
-
-
-def _mlp() -> nn.Module:
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
 
 
 def _measured(workload: Callable[[], Any]) -> tuple[int, int]:
@@ -56,7 +43,7 @@ def _packed_state(model: nn.Module) -> bytes:
 
 
 def test_quantize_dynamic_mlp_parameters_are_its_storage_bytes() -> None:
-    model, x = _quantize(_mlp(), {nn.Linear}), torch.randn(4, 16)
+    model, x = quantize(mlp(), {nn.Linear}), torch.randn(4, 16)
     before = _packed_state(model)
     report = predict_peak_memory(lambda: model(x), device="cpu")
     resident = _resident(report)
@@ -75,7 +62,7 @@ def test_quantize_dynamic_mlp_parameters_are_its_storage_bytes() -> None:
 
 
 def test_per_channel_packed_weights_count_scales_and_zero_points() -> None:
-    model = _quantize(_mlp(), None, quantization.per_channel_dynamic_qconfig)
+    model = quantize(mlp(), None, quantization.per_channel_dynamic_qconfig)
     x = torch.randn(4, 16)
     weight = model[0]._weight_bias()[0]
     scale_bytes = weight.q_per_channel_scales().element_size()  # float64: 8
@@ -89,7 +76,7 @@ def test_per_channel_packed_weights_count_scales_and_zero_points() -> None:
 
 def test_quantize_dynamic_lstm_parameters_are_its_storage_bytes() -> None:
     torch.manual_seed(0)
-    model = _quantize(nn.Sequential(nn.LSTM(8, 16)), {nn.LSTM})
+    model = quantize(nn.Sequential(nn.LSTM(8, 16)), {nn.LSTM})
     x = torch.randn(5, 2, 8)
     report = predict_peak_memory(lambda: model(x), device="cpu")
     resident = _resident(report)
@@ -102,7 +89,7 @@ def test_quantize_dynamic_lstm_parameters_are_its_storage_bytes() -> None:
 
 
 def test_a_model_mixing_quantized_and_float_layers() -> None:
-    model, x = _quantize(_mlp(), {"0"}), torch.randn(4, 16)
+    model, x = quantize(mlp(), {"0"}), torch.randn(4, 16)
     assert type(model[2]) is nn.Linear
     report = predict_peak_memory(lambda: model(x), device="cpu")
     # int8 512 + float bias 32 x 4 = 640 for layer 0; the float Linear (256 + 8) x 4 = 1,056

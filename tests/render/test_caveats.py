@@ -105,20 +105,26 @@ def test_sweep_page_shows_no_iqr_from_one_block(sim_clock: SimulatedClock, tmp_p
     assert "1.00 ms (IQR " in html  # the steady job's spread is
 
 
+def _throughput_job(
+    name: str, threads: str, value: float | None, error: str | None = None
+) -> dict[str, object]:
+    """A sweep job as the sweep page reads it: completed with a throughput of ``value``, or
+    (no value) failed with ``error`` and no metrics."""
+    metric = {"status": "complete", "value": value, "known_value": value,
+              "unit": "samples/s", "scope": "warmed_block_average"}  # fmt: skip
+    return {"job": name, "status": "completed" if value else "failed",
+            "axes": {"threads": threads},
+            "metrics": {"latency.throughput": metric} if value else {},
+            "error": error}  # fmt: skip
+
+
 def test_sweep_chart_fits_long_y_labels_and_keeps_failed_only_values_off_the_axis() -> None:
     from torchscan_stages.render.format import human
     from torchscan_stages.render.svg import TICK_CHAR_PX
     from torchscan_stages.render.sweep_view import sweep_page
 
-    def job(name: str, mode: str, status: str, value: float | None) -> dict[str, object]:
-        metric = {"status": "complete", "value": value, "known_value": value,
-                  "unit": "samples/s", "scope": "warmed_block_average"}  # fmt: skip
-        return {"job": name, "status": status, "axes": {"threads": mode},
-                "metrics": {"latency.throughput": metric} if value else {},
-                "error": None if value else "E: boom"}  # fmt: skip
-
-    jobs = [job("0", "1", "completed", 1200.0), job("1", "2", "completed", 2100.0),
-            job("2", "bogus", "failed", None)]  # fmt: skip
+    jobs = [_throughput_job("0", "1", 1200.0), _throughput_job("1", "2", 2100.0),
+            _throughput_job("2", "bogus", None, "E: boom")]  # fmt: skip
     html = sweep_page({"title": "t", "jobs": jobs})
     chart = html[html.index('<svg class="chart"') :]
     chart = chart[: chart.index("</svg>")]
@@ -133,15 +139,10 @@ def test_sweep_chart_fits_long_y_labels_and_keeps_failed_only_values_off_the_axi
 def test_sweep_charts_name_the_failed_jobs_they_leave_out() -> None:
     from torchscan_stages.render.sweep_view import sweep_page
 
-    def job(name: str, threads: str, status: str, value: float | None) -> dict[str, object]:
-        metric = {"status": "complete", "value": value, "known_value": value,
-                  "unit": "samples/s", "scope": "warmed_block_average"}  # fmt: skip
-        return {"job": name, "status": status, "axes": {"threads": threads},
-                "metrics": {"latency.throughput": metric} if value else {},
-                "error": None if value else "WorkloadError: out of memory"}  # fmt: skip
-
-    jobs = [job("0", "1", "completed", 100.0), job("1", "2", "completed", 190.0),
-            job("2", "4", "failed", None), job("3", "bogus", "failed", None)]  # fmt: skip
+    oom = "WorkloadError: out of memory"
+    jobs = [_throughput_job("0", "1", 100.0), _throughput_job("1", "2", 190.0),
+            _throughput_job("2", "4", None, oom),
+            _throughput_job("3", "bogus", None, oom)]  # fmt: skip
     html = sweep_page({"title": "t", "jobs": jobs})
     note = html[html.index('<p class="chart-note failed-jobs">') :].split("</p>", 1)[0]
     # both failures named, marked failed, with their settings and one-line errors; the
