@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from predict_models import Decoder
+from predict_models import Decoder, DecoderShape
 from sharded_models import TINY
 from torch import nn
 
@@ -19,23 +19,28 @@ from torch import nn
 class NormedDecoder(nn.Module):
     """The decoder with a BatchNorm over its logits' features: buffers DDP broadcasts."""
 
-    def __init__(self) -> None:
+    def __init__(self, shape: DecoderShape = TINY) -> None:
         super().__init__()
-        self.decoder = Decoder(TINY)
-        self.norm = nn.BatchNorm1d(TINY.vocab)
+        self.decoder = Decoder(shape)
+        self.norm = nn.BatchNorm1d(shape.vocab)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return self.norm(self.decoder(ids).transpose(1, 2))
 
 
 def ddp_step(
-    batch: int = 2, tokens: int = 64, *, buffers: bool = False, **options: Any
+    batch: int = 2,
+    tokens: int = 64,
+    *,
+    buffers: bool = False,
+    shape: DecoderShape = TINY,
+    **options: Any,
 ) -> Callable[[Any], None]:
     def step(wrap: Any) -> None:
         torch.manual_seed(0)
-        model = wrap(NormedDecoder() if buffers else Decoder(TINY), **options)
+        model = wrap(NormedDecoder(shape) if buffers else Decoder(shape), **options)
         optimizer = torch.optim.AdamW(model.parameters())
-        ids = torch.randint(0, TINY.vocab, (batch, tokens))
+        ids = torch.randint(0, shape.vocab, (batch, tokens))
         model(ids).float().pow(2).mean().backward()
         optimizer.step()
         optimizer.zero_grad()

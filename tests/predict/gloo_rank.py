@@ -1,41 +1,47 @@
-"""One rank of a real FSDP2 step on the gloo backend (CPU), for test_sharded_gloo.py.
+"""Every real gloo case (FSDP2, DDP, tensor parallel) at one world size, for the gloo tests.
 
-Usage: ``python gloo_rank.py RANK WORLD PORT OUT.json``. Joins a real process group on
-127.0.0.1:PORT, runs the same ``fsdp_step`` the prediction runs under
-``measure_peak_memory`` and writes this rank's measured ``cpu_tracked_tensors`` peak.
+Usage: ``python gloo_rank.py WORLD PORT OUT_DIR FAMILY[,FAMILY...]`` (as
+``gloo_launch.launch_world`` starts it; families: fsdp, ddp, tp). Imports torch and
+everything the cases use once, then forks one process per rank; each joins a real process
+group on 127.0.0.1:PORT, runs each case of the families in ``gloo_cases`` once under
+``measure_peak_memory``, in the same order on every rank, and writes OUT_DIR/rankR.json with
+each case's measured ``cpu_tracked_tensors`` peak: one launch serves all the cases.
 """
 
 from __future__ import annotations
 
-import datetime
-import json
 import sys
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 
-import torch.distributed as dist
-from sharded_models import fsdp_step
+# imported before the fork, so no rank imports them again: fully_shard and DTensor's
+# parallel styles pull in most of torch.distributed, and their first call torch._dynamo
+import torch._dynamo
+import torch.distributed.fsdp
+import torch.distributed.tensor.parallel  # noqa: F401
+from gloo_cases import DDP_CASES, FSDP_CASES, TP_CASES, ddp_case, fsdp_case, tp_case
+from gloo_launch import fork_world, measure_cases, write_record
 from torch.distributed.device_mesh import init_device_mesh
+from torch.nn.parallel import DistributedDataParallel
 
-from torchscan_stages.measure.memory import measure_peak_memory
+import torchscan_stages.measure.memory  # noqa: F401  (measure_cases imports it lazily)
 
 
-def main(rank: int, world: int, port: int, out: str) -> None:
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=120),
-    )
-    try:
-        mesh = init_device_mesh("cpu", (world,))
-        step = fsdp_step(batch=2, tokens=64)
-        report = measure_peak_memory(lambda: step(mesh), device="cpu")
-        [cpu] = [r for r in report.memory.results if r.scope == "cpu_tracked_tensors"]
-        with open(out, "w", encoding="utf-8") as handle:
-            json.dump({"rank": rank, "status": cpu.status, "peak": cpu.known_value}, handle)
-    finally:
-        dist.destroy_process_group()
+def run_rank(families: set[str], rank: int, world: int, out: Path) -> None:
+    """This rank's cases of ``families``, measured in order, written to ``out``."""
+    mesh = init_device_mesh("cpu", (world,))
+    cases: dict[str, Callable[[], None]] = {}
+    for name in FSDP_CASES if "fsdp" in families else ():
+        cases[name] = partial(fsdp_case(name), mesh)
+    for name in DDP_CASES if "ddp" in families else ():
+        cases[name] = partial(ddp_case(name), DistributedDataParallel)
+    for name in TP_CASES if "tp" in families else ():
+        cases[name] = partial(tp_case(name), mesh)
+    write_record(out, rank, measure_cases(cases))
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    families = set(sys.argv[4].split(","))
+    assert families <= {"fsdp", "ddp", "tp"}, f"gloo_rank.py: unknown families {families}"
+    sys.exit(fork_world(sys.argv, partial(run_rank, families)))
