@@ -29,7 +29,12 @@ LLAMA_7B = DecoderShape(vocab=32000, dim=4096, layers=32, heads=32, kv_heads=32,
 CAPACITY = int(float(sys.argv[2]) * 2**30)
 
 
+CALLS = []  # (batch, wall, CPU) as each probe begins: the search calls factory once a probe
+
+
 def factory(batch):
+    CALLS.append((batch, time.perf_counter(), time.process_time()))
+
     def step(mesh):
         before = torch.get_default_dtype()
         torch.set_default_dtype(torch.bfloat16)
@@ -46,11 +51,15 @@ def factory(batch):
 
 
 out = open(sys.argv[1], "w")
-start, cpu = time.perf_counter(), time.process_time()
+start, cpu_start = time.perf_counter(), time.process_time()
 search = max_batch_size(factory, capacity_bytes=CAPACITY, device="cuda", world_size=8)
-elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
 print(f"search {{elapsed:.1f}} s wall, {{cpu:.1f}} s CPU, {{len(search.probes)}} probes, "
       f"batch {{search.batch}}", file=out)
+ends = CALLS[1:len(search.probes)] + [(None, start + elapsed, cpu_start + cpu)]
+for (batch, wall_at, cpu_at), (_, wall_end, cpu_end) in zip(CALLS, ends):
+    print(f"  probe batch {{batch}} took {{wall_end - wall_at:.1f}} s wall, "
+          f"{{cpu_end - cpu_at:.1f}} s CPU", file=out)
 for probe in search.probes:
     print(f"  probe batch {{probe.batch}}: {{probe.peak.known_value / 2**30:.2f}} GiB"
           f" ({{probe.peak.status}}) fits={{probe.fits}}", file=out)

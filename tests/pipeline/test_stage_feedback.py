@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,10 +76,14 @@ def test_package_help_points_to_the_pipeline_and_summary_explains_max_depth() ->
     )  # fmt: skip
     assert "dvc repro" in done.stdout and "docs/pipeline.md" in done.stdout
     summary = subprocess.run(
-        [sys.executable, "-m", "torchscan_stages", "summary", "--help"],
+        [sys.executable, "-X", "importtime", "-m", "torchscan_stages", "summary", "--help"],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     assert "--max-depth MAX_DEPTH" in summary.stdout and "module depth" in summary.stdout
+    # the help answers before torch is loaded: -X importtime lists the modules imported,
+    # the command's own (targets) and no torch._C
+    assert re.search(r"\| +torchscan_stages\.targets$", summary.stderr, re.M), summary.stderr
+    assert re.search(r"\| +torch\._C$", summary.stderr, re.M) is None
 
 
 def test_the_bf16_note_is_on_the_comparison_page_too() -> None:

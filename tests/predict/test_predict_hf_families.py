@@ -21,49 +21,9 @@ from torchscan_stages.predict import predict_peak_memory
 
 pytest.importorskip("transformers")
 
-from torchscan_stages.integrations.hf_families import D, Family, V
+from torchscan_stages.integrations.hf_families import GPT2, PREDICTION_FAMILIES, Family
 
-_DECODER = {
-    "hidden_size": D,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "intermediate_size": 64,
-    "vocab_size": V,
-    "max_position_embeddings": 64,
-    "pad_token_id": 0,
-    "bos_token_id": 0,
-    "eos_token_id": 0,
-}
-
-FAMILIES = {
-    "qwen2": Family("Qwen2Config", _DECODER, "AutoModelForCausalLM"),
-    "gpt_neox": Family(
-        "GPTNeoXConfig",
-        {k: v for k, v in _DECODER.items() if k != "num_key_value_heads"},
-        "AutoModelForCausalLM",
-    ),
-    "t5": Family(
-        "T5Config",
-        {"d_model": D, "d_kv": 8, "d_ff": 48, "num_layers": 1, "num_decoder_layers": 1}
-        | {"num_heads": 4, "vocab_size": V, "pad_token_id": 0, "eos_token_id": 1},
-        "AutoModelForSeq2SeqLM",
-        inputs="seq2seq",
-    ),
-    "vit": Family(
-        "ViTConfig",
-        {"hidden_size": D, "num_hidden_layers": 2, "num_attention_heads": 4}
-        | {"intermediate_size": 64, "image_size": 32, "patch_size": 8},
-        inputs="pixels",
-    ),
-    "roberta": Family(
-        "RobertaConfig",
-        {"hidden_size": D, "num_hidden_layers": 2, "num_attention_heads": 4}
-        | {"intermediate_size": 64, "vocab_size": V, "max_position_embeddings": 64}
-        | {"pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0},
-        "AutoModelForMaskedLM",
-    ),
-}
+FAMILIES = PREDICTION_FAMILIES
 
 
 def _first_output(out: Any) -> torch.Tensor:
@@ -121,3 +81,45 @@ def test_family_step_predicts_the_measured_peak(name: str, bf16: bool) -> None:
     # its forward and backward), e.g. t5 fp32 312,776 B real vs 312,880 B predicted
     assert report.steady_state_peak is not None
     _holds(report.steady_state_peak, _measured(two_steps))
+
+
+def test_gpt2_on_cuda_takes_the_memory_efficient_kernel_and_fused_dropout() -> None:
+    """GPT-2 in training, fp32: CUDA's SDPA on an sm80 GPU is the memory-efficient kernel
+    (flash needs fp16/bf16), with dropout inside it; the CPU would run the math path (its
+    flash kernel takes no dropout), keeping each layer's 2 x 4 x 8 x 8 attention matrix."""
+    model = GPT2.build()
+    model.train()
+    inputs = GPT2.make_inputs(2)
+
+    def step() -> None:
+        model(**inputs).logits.float().pow(2).mean().backward()
+
+    report = predict_peak_memory(step, device="cuda")
+    (diag,) = [d for d in report.diagnostics if d.code == "cuda_attention_backend"]
+    assert diag.severity == "warning" and diag.metric == "peak" and diag.count == 2
+    assert "GPT2LMHeadModel.transformer.h.0.attn, GPT2LMHeadModel.transformer.h.1.attn" in (
+        diag.message
+    )
+    # two layers' logsumexp [batch 2, heads 4, ceil(8 tokens / 32) * 32 = 32] fp32: 2 x 1,024 B
+    assert "2 x memory_efficient" in diag.message and "2,048 bytes of logsumexp" in diag.message
+    # dropout: the embeddings' and each block's two residual dropouts, 1 + 2 x 2
+    assert any("native_dropout (5 call(s))" in a for a in report.assumptions)
+    assert report.peak.status == "complete"
+    cpu = predict_peak_memory(step, device="cpu")
+    assert not any(d.code.startswith("cuda_") for d in cpu.diagnostics)
+
+
+def test_autocast_cuda_on_a_cpu_only_torch_is_a_warning_on_the_peak() -> None:
+    family = FAMILIES["qwen2"]
+    model = family.build()
+    inputs = family.make_inputs(2)
+
+    def step() -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = _first_output(model(**inputs))
+        out.float().pow(2).mean().backward()
+
+    report = predict_peak_memory(step, device="cuda")
+    codes = {d.code: d for d in report.diagnostics}
+    assert codes["cuda_autocast_not_run"].severity == "warning"
+    assert "test_predict_hf_families.py:" in codes["cuda_autocast_not_run"].message

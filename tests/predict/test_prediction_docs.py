@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,9 +17,19 @@ def _blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.DOTALL)
 
 
-def test_python_blocks_run() -> None:
+MARKER = re.compile(
+    r"(<!-- docs-test: run in tests/predict/test_prediction_docs\.py::test_python_blocks_run"
+    r"[^>]*-->\n)?```python\n"
+)
+
+
+def test_python_blocks_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # as tests/test_docs.py runs a page: a scratch folder
     blocks = _blocks("python")
     assert len(blocks) == 6
+    # each block is marked as run here, so tests/test_docs.py parses it but does not run
+    # the page a second time
+    assert all(MARKER.findall(PAGE.read_text(encoding="utf-8"))), "a block lacks its marker"
     namespace: dict[str, object] = {"__name__": "docs_prediction"}
     exec(compile(blocks[0], "docs/prediction.md[block 1]", "exec"), namespace)
     report = namespace["report"]

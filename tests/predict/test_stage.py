@@ -1,4 +1,9 @@
-"""The pipeline's predict stage, run as DVC runs it: a child process reading params.yaml."""
+"""The pipeline's predict stage, run as DVC runs it: reading params.yaml in its folder.
+
+The default config and the refusal run as a child process (``python -m``: exit code,
+stderr); the variants (cast, FSDP2, DDP) go through the same entry, ``run_stage`` under
+``DVC_STAGE``, in this process: a child would only import torch again for them.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 from torchscan_stages.report import PredictionReport, load_report
@@ -28,6 +35,33 @@ def _run(tmp_path: Path, **predict: object) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=300,
     )
+
+
+def _params(**predict: object) -> dict[str, Any]:
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    params["predict"].update(predict)
+    return params
+
+
+def _run_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, params: dict[str, Any]) -> None:
+    """The stage as DVC starts it (``DVC_STAGE`` set, no arguments, params.yaml in the
+    working folder), in this process; its exit status must be 0."""
+    from torchscan_stages.pipeline.runner import run_stage
+    from torchscan_stages.stages import predict
+
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DVC_STAGE", "predict")
+    before = _torch_state()
+    code = run_stage("predict", predict.KEYS, predict.run, argv=[], about="", writes=predict.WRITES)
+    assert code == 0
+    assert _torch_state() == before  # the stage leaves its process's torch settings as found
+
+
+def _torch_state() -> tuple[object, ...]:
+    import torch
+
+    return (torch.get_default_dtype(), torch.get_num_threads(), torch.is_grad_enabled())
 
 
 def test_stage_writes_a_prediction_report_and_metrics(tmp_path: Path) -> None:
@@ -71,20 +105,12 @@ def test_stage_is_declared_with_exactly_its_params() -> None:
     assert "reports/predict.json" in stages["render"]["deps"]
 
 
-def test_stage_in_cast_bf16_builds_bf16_parameters(tmp_path: Path) -> None:
-    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+def test_stage_in_cast_bf16_builds_bf16_parameters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    params = _params(mode="inference", device="cpu")
     params["precision"] = {"name": "bf16", "dtype": "bfloat16", "apply": "cast"}
-    params["predict"].update(mode="inference", device="cpu")
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "torchscan_stages.stages.predict"],
-        cwd=tmp_path,
-        env={**os.environ, "DVC_STAGE": "predict"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
+    _run_here(tmp_path, monkeypatch, params)
     report = load_report(tmp_path / "reports" / "predict.json")
     assert isinstance(report, PredictionReport)
     from torchscan_stages.pipeline.schema import validate_config
@@ -95,12 +121,12 @@ def test_stage_in_cast_bf16_builds_bf16_parameters(tmp_path: Path) -> None:
     assert report.by_category["parameters"].value == 2 * sum(p.numel() for p in model.parameters())
 
 
-def test_stage_predicts_one_fsdp2_rank_and_a_batch_curve(tmp_path: Path) -> None:
-    done = _run(
-        tmp_path, device="cpu", sharding="fsdp2", world_size=4, batches=[1, 2, 4],
-        capacity_bytes=2**30,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+def test_stage_predicts_one_fsdp2_rank_and_a_batch_curve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _run_here(tmp_path, monkeypatch, _params(
+        device="cpu", sharding="fsdp2", world_size=4, batches=[1, 2, 4], capacity_bytes=2**30,
+    ))  # fmt: skip
     report = load_report(tmp_path / "reports" / "predict.json")
     assert isinstance(report, PredictionReport)
     assert (report.world_size, report.rank, report.sharding) == (4, 0, "fsdp2")
@@ -121,9 +147,8 @@ def test_stage_predicts_one_fsdp2_rank_and_a_batch_curve(tmp_path: Path) -> None
     assert metrics["predicted_fits_batch_4"] == 1  # a few MiB against 1 GiB
 
 
-def test_stage_predicts_one_ddp_rank(tmp_path: Path) -> None:
-    done = _run(tmp_path, device="cpu", sharding="ddp", world_size=2)
-    assert done.returncode == 0, done.stderr
+def test_stage_predicts_one_ddp_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _run_here(tmp_path, monkeypatch, _params(device="cpu", sharding="ddp", world_size=2))
     report = load_report(tmp_path / "reports" / "predict.json")
     assert isinstance(report, PredictionReport)
     assert (report.world_size, report.sharding) == (2, "ddp")

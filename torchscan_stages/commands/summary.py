@@ -13,15 +13,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-
-from ..face import summary
 from ..report import check_output_path, save_report
 from ..targets import import_target
-from ..zoo import small_resnet, tiny_transformer
+
+if TYPE_CHECKING:
+    from torch import nn
+
+# torch, the face and the zoo are imported once the arguments parsed: `--help` and a bad
+# option answer without loading torch (seconds on a busy machine)
 
 BUILT_IN = ("cnn", "transformer")
 
@@ -105,6 +106,8 @@ def _inputs(options: argparse.Namespace) -> dict[str, Any]:
             f"--model {options.model!r} needs its inputs: --input pkg.module:factory or "
             "--input-shape 3,32,32"
         )
+    import torch
+
     value = _call(load_object(options.input, "--input"), options.input, "--input")
     if isinstance(value, Mapping):
         return {"kwargs": dict(value)}
@@ -119,6 +122,11 @@ def _inputs(options: argparse.Namespace) -> dict[str, Any]:
 
 
 def _model_and_inputs(options: argparse.Namespace) -> tuple[nn.Module, dict[str, Any]]:
+    import torch
+    from torch import nn
+
+    from ..zoo import small_resnet, tiny_transformer
+
     if options.model == "cnn":
         return small_resnet(), {"input_shape": (3, 32, 32)}
     if options.model == "transformer":
@@ -147,6 +155,8 @@ def main(argv: list[str]) -> int:
     except (CommandError, ValueError) as error:
         print(f"summary: {error}", file=sys.stderr)
         return 2
+    from ..face import summary
+
     try:
         report = summary(model, mode=options.mode, max_depth=options.max_depth, **inputs)
     except Exception as error:  # the model's own failure on these inputs: one line, exit 1
@@ -169,6 +179,8 @@ def main(argv: list[str]) -> int:
 
 def _shown(value: Any) -> str:
     """Inputs as they were given: shapes for tensors, not their values."""
+    import torch
+
     if isinstance(value, torch.Tensor):
         return f"tensor{tuple(value.shape)}"
     if isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):

@@ -3,7 +3,9 @@
 One table shared by the tests (``tests/integrations/test_hf_families.py``) and the survey
 (``benchmarks/survey_hf.py``): each entry builds a family from a config small enough for a
 loaded 2-core CPU (width 32, 1-2 layers, 8 tokens), with random weights and no download,
-and gives the keyword inputs its forward takes.
+and gives the keyword inputs its forward takes. ``PREDICTION_FAMILIES`` are five more that
+the prediction tests hold to the real run (``tests/predict/test_predict_hf_families.py``),
+and ``GPT2`` the one whose CUDA attention backend they check.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class Family:
 
 
 LLAVA_IMAGE_TOKEN = V - 1
-_DECODER = {
+DECODER = {
     "hidden_size": D,
     "num_hidden_layers": 2,
     "num_attention_heads": 4,
@@ -97,7 +99,7 @@ _SEQ2SEQ = {  # Pegasus and Marian know no bos_token_id
 }
 
 FAMILIES: dict[str, Family] = {
-    "cohere": Family("CohereConfig", _DECODER, "AutoModelForCausalLM"),
+    "cohere": Family("CohereConfig", DECODER, "AutoModelForCausalLM"),
     "swin": Family(
         "SwinConfig",
         {"image_size": 32, "patch_size": 4, "embed_dim": 16, "depths": [1, 1]}
@@ -115,7 +117,7 @@ FAMILIES: dict[str, Family] = {
     ),
     "deepseek_v3": Family(
         "DeepseekV3Config",
-        {**_DECODER, "num_key_value_heads": 4, "moe_intermediate_size": 16}
+        {**DECODER, "num_key_value_heads": 4, "moe_intermediate_size": 16}
         | {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1}
         | {"q_lora_rank": 16, "kv_lora_rank": 16, "qk_rope_head_dim": 4}
         | {"qk_nope_head_dim": 4, "v_head_dim": 8, "head_dim": 4}
@@ -148,7 +150,7 @@ FAMILIES: dict[str, Family] = {
                 "patch_size": 8,
                 "projection_dim": D,
             },
-            "text_config": {"model_type": "llama", **_DECODER},
+            "text_config": {"model_type": "llama", **DECODER},
             "image_token_index": LLAVA_IMAGE_TOKEN,
             "image_seq_length": 4,
             "vision_feature_layer": -1,
@@ -166,12 +168,49 @@ FAMILIES: dict[str, Family] = {
     ),
     "recurrent_gemma": Family(
         "RecurrentGemmaConfig",
-        {k: v for k, v in _DECODER.items() if k != "max_position_embeddings"}
+        {k: v for k, v in DECODER.items() if k != "max_position_embeddings"}
         | {"num_key_value_heads": 4, "lru_width": D, "attention_window_size": 8}
         | {"block_types": ["recurrent", "attention"], "head_dim": 8},
         "AutoModelForCausalLM",
     ),
 }
+
+# families no issue named, predicted against the real run (fp32 and bf16 autocast)
+PREDICTION_FAMILIES: dict[str, Family] = {
+    "qwen2": Family("Qwen2Config", DECODER, "AutoModelForCausalLM"),
+    "gpt_neox": Family(
+        "GPTNeoXConfig",
+        {k: v for k, v in DECODER.items() if k != "num_key_value_heads"},
+        "AutoModelForCausalLM",
+    ),
+    "t5": Family(
+        "T5Config",
+        {"d_model": D, "d_kv": 8, "d_ff": 48, "num_layers": 1, "num_decoder_layers": 1}
+        | {"num_heads": 4, "vocab_size": V, "pad_token_id": 0, "eos_token_id": 1},
+        "AutoModelForSeq2SeqLM",
+        inputs="seq2seq",
+    ),
+    "vit": Family(
+        "ViTConfig",
+        {"hidden_size": D, "num_hidden_layers": 2, "num_attention_heads": 4}
+        | {"intermediate_size": 64, "image_size": 32, "patch_size": 8},
+        inputs="pixels",
+    ),
+    "roberta": Family(
+        "RobertaConfig",
+        {"hidden_size": D, "num_hidden_layers": 2, "num_attention_heads": 4}
+        | {"intermediate_size": 64, "vocab_size": V, "max_position_embeddings": 64}
+        | {"pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0},
+        "AutoModelForMaskedLM",
+    ),
+}
+# GPT-2 (dropout 0.1 everywhere by default: its SDPA takes dropout_p in training)
+GPT2 = Family(
+    "GPT2Config",
+    {"n_embd": D, "n_layer": 2, "n_head": 4, "n_positions": 64, "vocab_size": V}
+    | {"bos_token_id": 0, "eos_token_id": 0},
+    "AutoModelForCausalLM",
+)
 
 
 def build_family(name: str) -> tuple[nn.Module, Callable[[], dict[str, torch.Tensor]]]:

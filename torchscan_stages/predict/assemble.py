@@ -100,9 +100,12 @@ def diagnostics_of(tracker: PeakTracker, allocator: AllocatorModel) -> list[Diag
                 code="modelled_on_cpu_kernels",
                 severity="info",
                 metric="peak",
-                message="predicted on fake tensors with the CPU's operator decompositions and "
-                "autocast lists; CUDA-only kernel choices (fused attention, cuDNN) and kernel "
-                "workspaces (cuBLAS, cuDNN) are not modelled",
+                message="predicted on CPU fake tensors: kernel workspaces served by the same "
+                "allocator (cuBLAS, cuDNN convolutions) are not modelled. Where CUDA's "
+                "kernels keep other tensors than the CPU's, the prediction follows CUDA "
+                "(scaled_dot_product_attention's backend, fused dropout) or says so on the "
+                "peak (cuda_attention_*, cpu_autocast_lists, cuda_autocast_not_run, "
+                "cuda_rnn_not_modelled)",
             )
         )
     return found

@@ -19,6 +19,7 @@ from ..report import Diagnostic, PredictionReport
 from ..workloads import eager_compiled_code, lazy_output_diagnostic
 from .allocator import AllocatorModel, allocator_model
 from .assemble import build_report, check_capacity
+from .cuda_semantics import following_cuda
 from .modules import QualifiedModuleStack
 from .ownership import Ownership
 from .parallelism import unmodelled
@@ -95,7 +96,13 @@ def _run(
     try:
         residents.swap(reach(workload))
         # the module stack's hooks first, so a module is named before ownership labels it
-        with eager_compiled_code("the prediction") as compiled, modules, ownership:
+        cuda = allocator.device_type == "cuda"
+        with (
+            eager_compiled_code("the prediction") as compiled,
+            modules,
+            ownership,
+            following_cuda(modules, cuda) as semantics,
+        ):
             output = _call(workload, fake, tracker, diagnostics)
             lazy = lazy_output_diagnostic(output, "peak")
             del output
@@ -103,6 +110,9 @@ def _run(
                 diagnostics.append(lazy)
             snapshot = tracker.finish()
         diagnostics += [_compiled_as_eager(note) for note in compiled] + residents.notes()
+        if semantics is not None:
+            diagnostics += semantics.diagnostics()
+            tracker.assumptions += semantics.assumptions()
     finally:
         residents.restore()
         saved.restore()

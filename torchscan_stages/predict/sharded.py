@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from ..analysis.operators import never_compiled
 from ..report import Diagnostic, PredictionReport
 from .allocator import allocator_model
 from .assemble import check_capacity, per_rank_report
@@ -48,6 +49,8 @@ SHARDED_CATEGORIES = (
     "other",
 )
 COLLECTIVES_OWNER = "(collectives)"
+_get_dispatch_mode = torch._C._get_dispatch_mode
+_FAKE = torch._C._TorchDispatchModeKey.FAKE
 # what FSDP2 on a one-dimensional mesh runs; anything else is a parallelism not modelled
 FSDP_COLLECTIVES = frozenset(
     {
@@ -175,14 +178,26 @@ class ShardedTracker(PeakTracker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._entry_fake: Any = None
+        # operator types seen -> whether one is a DTensor; the collectives (set on entry:
+        # torch.distributed is imported only when a sharded prediction runs)
+        self._distributed_types: dict[Any, bool] = {}
+        self._dtensor: Any = None
+        self._wait: Any = None
+        self._all_gather: Any = None
+        self._reduce_scatter: Any = None
         self._propagating = 0
         self._restore: list[tuple[Any, str, Any]] = []
 
     def __enter__(self) -> ShardedTracker:
         from torch._guards import active_fake_mode
+        from torch.distributed.tensor import DTensor
         from torch.distributed.tensor._sharding_prop import ShardingPropagator
 
         self._entry_fake = active_fake_mode()
+        self._dtensor = DTensor
+        self._wait = torch.ops._c10d_functional.wait_tensor.default
+        self._all_gather = torch.ops.c10d._allgather_base_.default
+        self._reduce_scatter = torch.ops.c10d._reduce_scatter_base_.default
         tracker = self
         propagate = ShardingPropagator._propagate_tensor_meta_non_cached
         resize = torch.UntypedStorage.resize_
@@ -233,27 +248,36 @@ class ShardedTracker(PeakTracker):
             nbytes = self._counted(storage, storage.device.type, first=False)
             self.resize_entry(entry, key, nbytes, self._phase())
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        from torch._guards import active_fake_mode
-        from torch.distributed.tensor import DTensor
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # as PeakTracker's: never_compiled below, not torch's wrapper
 
-        if any(isinstance(kind, type) and issubclass(kind, DTensor) for kind in types):
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        distributed = self._distributed_types.get(types)
+        if distributed is None:
+            dtensor = self._dtensor
+            distributed = any(isinstance(k, type) and issubclass(k, dtensor) for k in types)
+            self._distributed_types[types] = distributed
+        if distributed:
             return NotImplemented  # DTensor desugars into local-shard operators, seen next
         kwargs = kwargs or {}
-        if self._propagating or active_fake_mode() is not self._entry_fake:
+        if self._propagating or _get_dispatch_mode(_FAKE) is not self._entry_fake:
             return func(*args, **kwargs)  # DTensor's sharding propagation on its own fakes
         ownership = self.ownership
         assert isinstance(ownership, ShardedOwnership)
-        if func is torch.ops._c10d_functional.wait_tensor.default:
+        if func is self._wait:
             # the fake kernel returns a new tensor; in eager the wait returns its input
             self.operators_seen += 1
             ownership.parallel.note(func, types)
             return args[0]
-        if func is torch.ops.c10d._allgather_base_.default:
+        if func is self._all_gather:
             ownership.tag_buffer(args[0], "all_gather_buffers")
-        elif func is torch.ops.c10d._reduce_scatter_base_.default:
+        elif func is self._reduce_scatter:
             ownership.tag_buffer(args[1], "reduce_scatter_buffers")
-        return super().__torch_dispatch__(func, types, args, kwargs)
+        return self.track(func, types, args, kwargs)
+
+
+never_compiled(ShardedTracker.__torch_dispatch__.__code__)
 
 
 @contextlib.contextmanager

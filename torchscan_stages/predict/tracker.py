@@ -25,6 +25,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from ..analysis.operators import never_compiled
 from ..measure.ledger import Held, StorageLedger, storage_of
 from .allocator import AllocatorModel
 from .kernels import CORRECTED
@@ -38,6 +39,25 @@ from .stops import FAKE_LIMITS, FakeRunStopped, user_line
 OUTSIDE = "(outside modules)"
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # real tensors of torch's own types
 _LIFTS = frozenset({torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh_copy.default})
+
+
+def tensors_in(tree: Any, into: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The tensors in an operator's arguments or outputs, appended to ``into`` in
+    ``tree_flatten``'s order (tuples, named tuples, lists and dict values, depth first).
+
+    Why not ``tree_flatten``: it builds a spec node per container, twice per operator, and
+    was about a tenth of a sharded prediction's CPU time; an operator's schema nests only
+    those containers, so the walk finds the same tensors in the same order.
+    """
+    if isinstance(tree, torch.Tensor):
+        into.append(tree)
+    elif isinstance(tree, (tuple, list)):
+        for item in tree:
+            tensors_in(item, into)
+    elif isinstance(tree, dict):
+        for item in tree.values():
+            tensors_in(item, into)
+    return into
 
 
 @dataclass(slots=True)
@@ -294,21 +314,32 @@ class PeakTracker(TorchDispatchMode):
                 self._peak_module = None
         return readded
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a subclass's __torch_dispatch__ in torch._dynamo.disable (Python frames
+        # and eval-frame swaps on every operator, a subclass's call to super() paying twice);
+        # never_compiled below keeps Dynamo off the handlers' code objects instead
+        return False
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
+        return self.track(func, types, args, kwargs or {})
+
+    def track(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        """Run ``func`` below this mode, noting its inputs and counting its new storages."""
         self.operators_seen += 1
         self.ownership.parallel.note(func, types)
         phase = self._phase()
         if func not in _LIFTS:  # a literal (torch.tensor(0.0)) made real, then lifted to fake
-            flat, spec = tree_flatten((args, kwargs))
-            if self.residents is not None and any(type(item) in _PLAIN for item in flat):
+            inputs = tensors_in(kwargs, tensors_in(args, []))
+            if self.residents is not None and any(type(item) in _PLAIN for item in inputs):
                 # real tensors never reach the fake mode: it runs number-taking operators
                 # with no fake argument for real, which would change the user's tensors
+                flat, spec = tree_flatten((args, kwargs))
                 flat = [self.residents.convert(item) for item in flat]
                 args, kwargs = tree_unflatten(flat, spec)
-            for item in flat:
-                if isinstance(item, torch.Tensor):
-                    self._note_input(item)
+                inputs = tensors_in(kwargs, tensors_in(args, []))
+            for item in inputs:
+                self._note_input(item)
         correction = CORRECTED.get(func)
         try:
             if correction is None:
@@ -322,9 +353,10 @@ class PeakTracker(TorchDispatchMode):
                 raise FakeRunStopped(
                     str(func), self._modules.current(), user_line(), error
                 ) from error
-        for item in tree_flatten(out)[0]:
-            if isinstance(item, torch.Tensor):
-                self._note_output(item, str(func), phase)
+        name = None
+        for item in tensors_in(out, []):
+            name = str(func) if name is None else name
+            self._note_output(item, name, phase)
         return out
 
     def _uncorrected(self, operator: str, message: str) -> None:
@@ -370,3 +402,7 @@ class PeakTracker(TorchDispatchMode):
             snap.by_module[module] = snap.by_module.get(module, 0) + entry.nbytes
         self.snapshot = snap
         return snap
+
+
+never_compiled(PeakTracker.__torch_dispatch__.__code__)
+never_compiled(PeakTracker.track.__code__)

@@ -145,7 +145,11 @@ def _headlines(report: AnyReport) -> list[Headline]:
         # a CUDA target on a CPU-only run is on purpose (predict.device): say so on the line
         note = "CUDA's allocator, predicted on fake tensors: no GPU needed"
         cuda = report.device.startswith("cuda")
-        return [Headline(f"predicted peak ({report.device})", report.peak, note if cuda else "")]
+        codes = sorted(
+            {d.code for d in report.diagnostics if d.severity == "warning" and d.metric == "peak"}
+        )
+        notes = ([note] if cuda else []) + ([f"with warnings: {', '.join(codes)}"] if codes else [])
+        return [Headline(f"predicted peak ({report.device})", report.peak, "; ".join(notes))]
     # an info diagnostic naming a delta's metric (e.g. bf16 on a CPU without bf16 matrix
     # units: expect slower) is what a reader of that row needs beside the verdict
     infos: dict[str, list[str]] = {}

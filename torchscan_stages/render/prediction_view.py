@@ -8,7 +8,7 @@ from markupsafe import Markup
 
 from ..report import MetricResult, PredictionReport
 from .analysis_view import TotalView
-from .common import reason_for
+from .common import reason_for, warnings_for
 from .format import DASH, Cell, iec_bytes, metric_cell, percent
 from .svg import Point, bar_chart, line_chart, metric_bar
 
@@ -73,7 +73,10 @@ def _share(result: MetricResult, whole: float) -> str:
 
 def prediction_view(report: PredictionReport) -> PredictionView:
     peak = report.peak
-    reason = None if peak.status == "complete" else reason_for(report.diagnostics, "peak")
+    if peak.status == "complete":  # a complete peak's warnings stand beside it
+        reason = warnings_for(report.diagnostics, "peak")
+    else:
+        reason = reason_for(report.diagnostics, "peak")
     cards = [TotalView("Predicted peak", metric_cell(peak, reason=reason), peak.status, reason)]
     for label, extra in (
         ("First step (fresh optimizer)", report.first_step_peak),

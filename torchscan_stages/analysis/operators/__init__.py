@@ -34,7 +34,7 @@ from ..operator_formulas import Flops
 from .count import count_workload, measure_flops
 from .counter import OperatorCounter
 from .lookup import OwnerKey, classify_custom_mapping
-from .mode import OwnerOps
+from .mode import OwnerOps, never_compiled
 from .stack import ModuleStack, StackOwner
 
 __all__ = [
@@ -47,4 +47,5 @@ __all__ = [
     "classify_custom_mapping",
     "count_workload",
     "measure_flops",
+    "never_compiled",
 ]

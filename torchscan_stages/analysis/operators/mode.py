@@ -51,7 +51,7 @@ class _CountingMode(TorchDispatchMode):
         # torch wraps every subclass's __torch_dispatch__ in torch._dynamo.disable (two
         # more Python frames and four eval-frame swaps per operator, about a quarter of the
         # dispatch floor's overhead). The wrapper keeps Dynamo from tracing the handler;
-        # _never_compiled does the same on the code object, so a workload that compiles and
+        # never_compiled does the same on the code object, so a workload that compiles and
         # runs torch.compile'd code under this mode still counts what eager counts, without a
         # warning (tests/analysis/test_operators_overhead.py).
         return False
@@ -118,7 +118,7 @@ class _CountingMode(TorchDispatchMode):
         return out
 
 
-def _never_compiled(code: Any) -> None:
+def never_compiled(code: Any) -> None:
     """Keep Dynamo from compiling the dispatch hook and anything it calls.
 
     What torch's ``_dynamo.disable`` wrapper does, set on the code object instead (the C
@@ -137,6 +137,6 @@ def _never_compiled(code: Any) -> None:
     set_code_exec_strategy(code, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP))
 
 
-_never_compiled(_CountingMode.__torch_dispatch__.__code__)
+never_compiled(_CountingMode.__torch_dispatch__.__code__)
 _grad_enabled = torch.is_grad_enabled
 _UNSEEN = "unseen"
