@@ -49,7 +49,7 @@ setup: $(STAMP)
 # stays in one process unless XDIST is given (`make test XDIST="-n 2 --dist loadfile"`).
 # README "Development" and docs/pipeline.md "Time to green" say what each measured.
 XDIST ?=
-E2E_XDIST ?= -n 2 --dist loadfile
+E2E_XDIST ?= -n 2 --dist loadfile --no-loadscope-reorder
 CHECK_JOBS ?= 2
 test: $(TEST_STAMP)
 	$(BEAT) "pytest fast tier" $(PY) -m pytest -q -m "not slow" $(XDIST)

@@ -49,7 +49,6 @@ LONGEST_FIRST = (
     "pipeline/test_pipeline_hf_branch.py",
     "pipeline/test_scale_launchers.py",
     "history/test_history_e2e.py",
-    "pipeline/test_pipeline_experiments.py",
 )
 
 
