@@ -160,6 +160,11 @@ def test_autocast_cuda_turned_off_is_a_warning_on_the_peak() -> None:
     html = render_report(report)
     assert "with warnings: cuda_autocast_not_run" in html  # on the peak's card
     assert "with warnings: cuda_autocast_not_run" in render_index([report], title="t")
+    from torchscan_stages.pipeline.feedback import figure
+    from torchscan_stages.render.caveats import prediction_caveats
+
+    line = figure("predicted peak", report.peak, prediction_caveats(report))  # the stage's
+    assert line.endswith("(complete with warnings: cuda_autocast_not_run)"), line
 
 
 def test_cpu_autocast_under_a_cuda_prediction_names_the_differing_operators() -> None:

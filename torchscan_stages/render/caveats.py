@@ -1,4 +1,5 @@
-"""What a latency's own line must say beside "complete": too few blocks, a backstop, load.
+"""What a number's own line must say beside "complete": a latency's too few blocks, a
+backstop, load; a CUDA prediction's kernels it could not follow.
 
 The decision (docs/workload-measurement.md, "A latency's line says what it is"): a warmed
 median from fewer blocks than ``min_blocks``, a timing stopped by the wall-clock backstop,
@@ -11,7 +12,7 @@ never an IQR from one block. One function here, so the surfaces cannot drift apa
 
 from __future__ import annotations
 
-from ..report import BenchmarkReport
+from ..report import BenchmarkReport, Diagnostic, PredictionReport
 from .format import Cell
 
 # Diagnostics of a latency pass that make its warmed figure "complete with warnings".
@@ -41,6 +42,17 @@ def latency_caveats(report: BenchmarkReport) -> list[str]:
     return found
 
 
+def peak_warnings(report: PredictionReport) -> list[Diagnostic]:
+    """The warnings that name a prediction's ``peak`` (a CUDA prediction's kernels it could
+    not follow, e.g. ``cuda_autocast_not_run``): a complete peak carries them on its line."""
+    return [d for d in report.diagnostics if d.severity == "warning" and d.metric == "peak"]
+
+
+def prediction_caveats(report: PredictionReport) -> list[str]:
+    """The codes of :func:`peak_warnings`, sorted once each: the short form for one line."""
+    return sorted({d.code for d in peak_warnings(report)})
+
+
 def status_text(status: str, caveats: list[str]) -> str:
     """``complete`` or ``complete with warnings: 1 block(s) < min 5; loaded host``."""
     if not caveats:
@@ -58,4 +70,11 @@ def caveat_cell(cell: Cell, caveats: list[str]) -> Cell:
     )
 
 
-__all__ = ["LATENCY_CAVEAT_CODES", "caveat_cell", "latency_caveats", "status_text"]
+__all__ = [
+    "LATENCY_CAVEAT_CODES",
+    "caveat_cell",
+    "latency_caveats",
+    "peak_warnings",
+    "prediction_caveats",
+    "status_text",
+]

@@ -66,15 +66,6 @@ def overall_status(results: list[MetricResult | None]) -> Status:
     return "partial"
 
 
-def warnings_for(diagnostics: list[Diagnostic], metric: str) -> str | None:
-    """The warnings that name ``metric``: what a reader of a complete number must see beside
-    it (a CUDA prediction's kernels it followed on an assumption, or could not follow)."""
-    found = [d for d in diagnostics if d.severity == "warning" and d.metric == metric]
-    if not found:
-        return None
-    return "with warnings: " + "; ".join(f"{d.code}: {d.message}" for d in found)
-
-
 def reason_for(diagnostics: list[Diagnostic], metric: str, path: str | None = None) -> str | None:
     """Why ``metric`` (optionally at layer ``path``) is incomplete, from the diagnostics."""
     messages: list[str] = []

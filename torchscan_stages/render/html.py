@@ -44,7 +44,7 @@ from .analysis_view import (
     layer_events,
 )
 from .bench_view import benchmark_view, comparison_view, diff_view
-from .caveats import latency_caveats
+from .caveats import latency_caveats, prediction_caveats
 from .common import (
     ProvenanceView,
     diagnostics_view,
@@ -145,9 +145,7 @@ def _headlines(report: AnyReport) -> list[Headline]:
         # a CUDA target on a CPU-only run is on purpose (predict.device): say so on the line
         note = "CUDA's allocator, predicted on fake tensors: no GPU needed"
         cuda = report.device.startswith("cuda")
-        codes = sorted(
-            {d.code for d in report.diagnostics if d.severity == "warning" and d.metric == "peak"}
-        )
+        codes = prediction_caveats(report)
         notes = ([note] if cuda else []) + ([f"with warnings: {', '.join(codes)}"] if codes else [])
         return [Headline(f"predicted peak ({report.device})", report.peak, "; ".join(notes))]
     # an info diagnostic naming a delta's metric (e.g. bf16 on a CPU without bf16 matrix

@@ -8,7 +8,8 @@ from markupsafe import Markup
 
 from ..report import MetricResult, PredictionReport
 from .analysis_view import TotalView
-from .common import reason_for, warnings_for
+from .caveats import peak_warnings
+from .common import reason_for
 from .format import DASH, Cell, iec_bytes, metric_cell, percent
 from .svg import Point, bar_chart, line_chart, metric_bar
 
@@ -74,7 +75,9 @@ def _share(result: MetricResult, whole: float) -> str:
 def prediction_view(report: PredictionReport) -> PredictionView:
     peak = report.peak
     if peak.status == "complete":  # a complete peak's warnings stand beside it
-        reason = warnings_for(report.diagnostics, "peak")
+        warned = peak_warnings(report)
+        joined = "; ".join(f"{d.code}: {d.message}" for d in warned)
+        reason = f"with warnings: {joined}" if warned else None
     else:
         reason = reason_for(report.diagnostics, "peak")
     cards = [TotalView("Predicted peak", metric_cell(peak, reason=reason), peak.status, reason)]

@@ -166,7 +166,10 @@ def run(ctx: StageContext) -> None:
         metrics[f"predicted_peak_bytes_batch_{point.batch}"] = complete_value(point.peak)
         if point.fits is not None:
             metrics[f"predicted_fits_batch_{point.batch}"] = int(point.fits)
-    ctx.headline = [figure("predicted peak", report.peak)]
+    from ..render.caveats import prediction_caveats
+
+    # a CUDA prediction's warnings (kernels it could not follow) on the number's own line
+    ctx.headline = [figure("predicted peak", report.peak, prediction_caveats(report))]
     ctx.write_report(report)
     ctx.write_metrics(metrics)
 
