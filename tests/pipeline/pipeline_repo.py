@@ -40,14 +40,6 @@ def _copy_working_tree(target: Path) -> None:
     module.copy_working_tree(ROOT, target)
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *args], cwd=repo, env=dvc_env(), capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, f"git {args} ({done.returncode}):\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
 TINY = {  # tiny timing so the e2e tier stays fast; the rss timeout stays generous (2-core CI)
     "latency": {"warmup": 0.0, "min_run_time": 0.05},
     "compare": {"warmup": 0.0, "min_run_time": 0.05},
@@ -71,6 +63,11 @@ def run(
             f"{cmd} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
         )
     return result
+
+
+def git(repo: Path, *args: str) -> str:
+    """``git ARGS`` in ``repo``; its stdout."""
+    return run(repo, "git", *args, timeout=300).stdout
 
 
 def repro(repo: Path, *targets: str, env: dict[str, str] | None = None) -> set[str]:
