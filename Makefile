@@ -13,6 +13,12 @@ MAIN_STAMP := $(VENV)/.installed-main
 # settings, falling back to pip; the same pinned packages as pip, several times faster.
 # Progress at least every 15 s during long quiet steps (pip, pytest, dvc repro).
 BEAT := $(PYTHON) $(CURDIR)/.ci/heartbeat
+# Bytecode for this checkout's own modules (and the temporary pipeline copies the e2e tier
+# makes), kept inside the venv, never in the checkout: with PYTHONDONTWRITEBYTECODE set (as
+# on the CI host) each of the suite's several hundred Python processes (pytest workers,
+# dvc, pipeline stages) would otherwise compile everything it imports from source again.
+export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup test test-e2e check check-jobs check-scale lint types bench main sweep check-optimisation \
 	plots-template gpu-check

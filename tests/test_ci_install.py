@@ -46,6 +46,7 @@ def test_uv_gets_pips_find_links_indexes_constraints_and_cert(
     joined = " ".join(command)
     assert command[:5] == [str(tmp_path / "uv"), "pip", "install", "--python", python]
     assert "--index-strategy unsafe-best-match" in joined  # pip's choice across indexes
+    assert "--compile-bytecode" in command  # .pyc at install, as pip writes them
     assert "--find-links /wheels" in joined
     assert "--extra-index-url file:///a/simple --extra-index-url file:///b/simple" in joined
     assert "--constraint /etc/pins.txt" in joined  # pip's own constraint file too

@@ -106,3 +106,21 @@ def test_check_after_main_installs_no_ray_and_runs_both_tiers(tmp_path: Path) ->
     assert opted.count("-n 2 --dist loadfile") == 1  # now on the fast tier only
     scale = _dry_run(folder, "check-scale")
     assert "scale]'" in scale and "-m pytest -q -m ray" in scale  # Ray only where it is used
+
+
+def test_make_targets_write_bytecode_into_the_venv_even_where_the_host_forbids_it(
+    tmp_path: Path,
+) -> None:
+    """With PYTHONDONTWRITEBYTECODE set (the CI host sets it), every process of the suite
+    compiled what it imported from source again; make's recipes write bytecode under
+    .venv/pycache instead, never beside the checkout's sources."""
+    folder = _scratch(tmp_path)
+    flags = "import sys; print(sys.flags.dont_write_bytecode, sys.pycache_prefix)"
+    probe = f"probe:\n\t@python3 -c '{flags}'"
+    done = subprocess.run(
+        ["make", "-s", "--eval", probe, "probe"],
+        cwd=folder, capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", str(folder / ".venv" / "pycache")]
