@@ -40,7 +40,7 @@ from typing import Any
 
 import psutil
 import torch
-from noise_pressure import PAIRS, PRESSURES, pressure_table, pyperf_note
+from noise_pressure import PAIRS, PRESSURES, pressure_table, pyperf_installed, pyperf_note
 from torch.utils.benchmark import Timer
 
 from torchscan_stages.compare.benchmarks import compare_benchmarks
@@ -266,6 +266,12 @@ def main() -> None:
         "--pairs", default=None, help="with --table: comma-separated pair names, e.g. A/A,1.3x"
     )
     parser.add_argument("--json", default=None, help="with --table: also write the rows here")
+    parser.add_argument(
+        "--pyperf-runs",
+        type=int,
+        default=0,
+        help="with --table: the first N runs of each cell also go through pyperf",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.table:
@@ -276,11 +282,12 @@ def main() -> None:
         if args.pairs:
             pairs = tuple(p for p in PAIRS if p[0] in args.pairs.split(","))
         _host("pressure table")
-        rows = pressure_table(args.runs, busy, cpu_load, chosen, pairs)
+        perf_runs = args.pyperf_runs if pyperf_installed() else 0
+        rows = pressure_table(args.runs, busy, cpu_load, chosen, pairs, perf_runs)
         if args.json:
             with open(args.json, "w", encoding="utf-8") as handle:
                 json.dump(rows, handle, indent=1)
-        print(pyperf_note())
+        print(pyperf_note(perf_runs))
         _host("after the table")
         return
     runs = args.runs

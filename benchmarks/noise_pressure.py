@@ -10,7 +10,9 @@ was given, the median time to a verdict, the host pressure it measured (PSI, the
 workload's CPU share, the background load average), and for torch.utils.benchmark given
 the same time: how often its interquartile ranges separate in the wrong or right direction
 (it gives no verdict of its own; separated IQRs beyond the minimum effect is the reading a
-user would make). pyperf runs only where it is installed. ``cover`` counts the intervals
+user would make), and through pyperf (``pyperf_pair.py``: each side a ``--fast`` run,
+the verdict from ``pyperf compare_to``) for the first ``pyperf_runs`` runs of a cell, where
+pyperf is installed (benchmarks/.venv). ``cover`` counts the intervals
 that hold the nominal ratio, ``cover*`` those that hold it corrected for the loop's overshoot
 past its deadline (microseconds a call, measured on the baseline side).
 """
@@ -18,10 +20,15 @@ past its deadline (microseconds a call, measured on the baseline side).
 from __future__ import annotations
 
 import os
+import re
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -34,6 +41,7 @@ PRESSURES: tuple[tuple[int, bool], ...] = ((0, False), (1, False), (2, False), (
 PRESSURES += ((8, False), (16, False))
 PRESSURES += ((1, True), (2, True), (4, True), (8, True), (16, True))
 MIN_EFFECT = 0.02
+PYPERF_SIDE = Path(__file__).resolve().parent / "pyperf_pair.py"
 
 
 @dataclass
@@ -130,6 +138,56 @@ def _theirs(
     return verdict, ratio, ratio
 
 
+def pyperf_installed() -> bool:
+    try:
+        import pyperf  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _pyperf(truth: float) -> tuple[str, float, float]:
+    """The pair through pyperf as its users run it: each side in its own ``--fast`` run
+    (10 worker processes x 2 values after a warm-up, ~0.1 s a value), one after the other,
+    then ``pyperf compare_to``. Its verdict: "Not significant" (its t-test) is
+    ``inconclusive``; "N.NNx slower/faster" is that direction when beyond MIN_EFFECT (the
+    reading applied to torch.utils.benchmark too), else ``inconclusive``.
+    Returns (verdict, ratio, seconds for both sides)."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="pyperf_pair_") as folder:
+        sides = []
+        for name, ms in (("base", 1.0), ("cand", truth)):
+            out = Path(folder) / f"{name}.json"
+            side = [str(PYPERF_SIDE), "--fast", "--quiet", "-o", str(out), "--ms", repr(ms)]
+            subprocess.run(
+                [sys.executable, *side],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            sides.append(str(out))
+        text = subprocess.run(
+            [sys.executable, "-m", "pyperf", "compare_to", *sides],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    verdict, ratio = pyperf_reading(text)
+    return verdict, ratio, time.perf_counter() - started
+
+
+def pyperf_reading(text: str) -> tuple[str, float]:
+    """(verdict, candidate/baseline ratio) from ``pyperf compare_to`` output: "Not
+    significant!" (its t-test; printed on the line after the ratio) or no ratio ("no
+    change") is ``inconclusive``; "N.NNx slower/faster" is that direction when beyond
+    MIN_EFFECT."""
+    found = re.search(r"([0-9.]+)x (slower|faster)", text)
+    if "Not significant" in text or found is None:
+        return "inconclusive", 1.0
+    factor = float(found.group(1))
+    ratio = factor if found.group(2) == "slower" else 1.0 / factor
+    return (found.group(2) if abs(ratio - 1.0) > MIN_EFFECT else "inconclusive"), ratio
+
+
 def _psi_total() -> int | None:
     try:
         with open("/proc/pressure/cpu", encoding="ascii") as handle:
@@ -145,8 +203,11 @@ def pressure_table(
     cpu_load: Callable[..., Any],
     pressures: tuple[tuple[int, bool], ...] = PRESSURES,
     pairs: tuple[tuple[str, float], ...] = PAIRS,
+    pyperf_runs: int = 0,
 ) -> list[dict[str, Any]]:
-    """Every pressure x pair x ``runs``; prints one row per (pressure, pair) as it goes."""
+    """Every pressure x pair x ``runs``; prints one row per (pressure, pair) as it goes.
+    ``pyperf_runs``: the first that many runs of each cell also go through pyperf (one
+    pair takes it ~10 s on a quiet host, minutes under load, so it samples fewer)."""
     rows: list[dict[str, Any]] = []
     print(
         f"pressure table: {runs} run(s) per cell, 1 ms busy loops, min_effect {MIN_EFFECT}, "
@@ -164,7 +225,7 @@ def pressure_table(
         limit = len(pairs) * runs * 20 + 60
         with cpu_load(processes, limit, niced=niced):
             for name, truth in pairs:
-                ours, theirs = Cell(), Cell()
+                ours, theirs, perf = Cell(), Cell(), Cell()
                 why: dict[str, int] = {}
                 load = psutil.getloadavg()[0]
                 psi_start, wall_start = _psi_total(), time.monotonic()
@@ -179,6 +240,9 @@ def pressure_table(
                         shares.append(paired["cpu_share"])
                     their_verdict, _ratio, _ = _theirs(base, cand, took)
                     theirs.add(truth, their_verdict, (None, None), took)
+                    if seed < pyperf_runs:
+                        perf_verdict, _ratio, perf_took = _pyperf(truth)
+                        perf.add(truth, perf_verdict, (None, None), perf_took)
                 psi_end = _psi_total()
                 wall = time.monotonic() - wall_start
                 psi = (psi_end - psi_start) / (wall * 1e6) if psi_start and psi_end else None
@@ -199,6 +263,10 @@ def pressure_table(
                     "cpu_share": statistics.median(shares) if shares else None,
                     "tub_wrong": theirs.wrong,
                     "tub_detected": theirs.detected,
+                    "pyperf_runs": perf.runs,
+                    "pyperf_wrong": perf.wrong,
+                    "pyperf_detected": perf.detected,
+                    "pyperf_median_s": statistics.median(perf.seconds) if perf.seconds else None,
                 }
                 rows.append(row)
                 print(_row_text(row), flush=True)
@@ -217,13 +285,28 @@ def _row_text(row: dict[str, Any]) -> str:
         f"{row['median_s']:>5.1f}s {row['load1']:>5.1f} "
         f"{psi:>5} {cpu:>5} | {row['tub_wrong']:>2}/{row['runs']:<2} {tub_detect:>6}"
         f" | t_max {row['max_s']:.1f}s undecided {row['inconclusive_why'] or '-'}"
+        + _pyperf_text(row)
     )
 
 
-def pyperf_note() -> str:
+def _pyperf_text(row: dict[str, Any]) -> str:
+    runs = row.get("pyperf_runs") or 0
+    if not runs:
+        return ""
+    found = "-" if row["pair"] == "A/A" else f"{row['pyperf_detected']}/{runs}"
+    return (
+        f" | pyperf wrong {row['pyperf_wrong']}/{runs} found {found}"
+        f" t_med {row['pyperf_median_s']:.1f}s"
+    )
+
+
+def pyperf_note(pyperf_runs: int) -> str:
     """pyperf is not a dependency of this project; the table says whether it was run."""
-    try:
-        import pyperf  # noqa: F401
-    except ImportError:
-        return "pyperf: not installed here, so not run (its column is left out)"
-    return "pyperf: installed, but this table does not run it (its --fast run takes ~90 s a pair)"
+    if not pyperf_installed():
+        return "pyperf: not installed here, so not run (benchmarks/.venv has it: make bench)"
+    if not pyperf_runs:
+        return "pyperf: installed, not run (--pyperf-runs 0)"
+    return (
+        f"pyperf: the first {pyperf_runs} run(s) of each cell, each side a `--fast` run, "
+        "read through `pyperf compare_to`"
+    )

@@ -37,6 +37,8 @@ PEERS = [
     "ptflops==0.7.5",
     "thop==0.1.1.post2209072238",
     "torchinfo==1.8.0",
+    # Not a cost tool: the timing peer of bench_noise.py's pressure table (pure Python).
+    "pyperf==2.11.0",
 ]
 # Light run-time dependencies of the peers (fvcore, iopath), installed explicitly because the
 # peers themselves go in with --no-deps (so pip never touches the pinned torch).

@@ -156,3 +156,24 @@ def test_overhead_reproduction_counts_cells_within_the_spread_or_ten_percent(
     result = repro.compare(first, second, "ratio")
     assert (result["reproduced"], result["cells"]) == (2, 4)
     assert [row["ok"] for row in result["rows"]] == [True, True, False, False]
+
+
+def test_pyperf_compare_to_output_is_read_as_a_verdict_beyond_the_minimum_effect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``pyperf compare_to`` prints the ratio line, then "Not significant!" when its t-test
+    declines; bench_noise.py's pyperf column reads it as a user would (the 2% minimum effect
+    applied to torch.utils.benchmark's column too)."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    pressure = _load("noise_pressure")
+    line = "Mean +- std dev: [base] 1.00 ms +- 0.01 ms -> [cand] {} ms +- 0.02 ms: {}\n"
+    assert pressure.pyperf_reading(line.format("1.30", "1.30x slower")) == ("slower", 1.3)
+    verdict, ratio = pressure.pyperf_reading(line.format("0.50", "2.00x faster"))
+    assert verdict == "faster" and ratio == pytest.approx(0.5)  # 1 / 2.00
+    # significant, but 1.01x is inside the 2% minimum effect: no direction claimed
+    assert pressure.pyperf_reading(line.format("1.01", "1.01x slower")) == ("inconclusive", 1.01)
+    declined = line.format("1.05", "1.05x slower") + "Not significant!\n"
+    assert pressure.pyperf_reading(declined) == ("inconclusive", 1.0)
+    assert pressure.pyperf_reading("[base] 1.00 ms -> [cand] 1.00 ms: no change\n")[0] == (
+        "inconclusive"
+    )
