@@ -12,6 +12,7 @@ microsecond forwards are not dominated by timer noise.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import os
 import platform
@@ -19,7 +20,8 @@ import random
 import resource
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +34,11 @@ from torch import nn
 THREADS = 1
 REPEATS = {"main": 9, "scaling": 5}
 QUICK_REPEATS = {"main": 2, "scaling": 1}
-# A tool whose single call would exceed this (predicted from its measured time on the next
-# smaller scaling model, linear in blocks) is not run there; the cell says so.
+# A tool whose single call would exceed this many CPU seconds (predicted from its measured
+# CPU time on the next smaller scaling model, linear in blocks) is not run there; the cell
+# says so. CPU, not wall: a rerun on a loaded host must make the same choices.
 MAX_CALL_S = 20.0
-# Above this, one timed call is all the overhead estimate gets (noise: unavailable).
+# Above this many CPU seconds, one timed call is all the overhead estimate gets.
 SLOW_CALL_S = 4.0
 # Per overhead cell: more rounds than ``repeats`` while the cell has taken less than this.
 OVERHEAD_BUDGET_S = 1.5
@@ -92,6 +95,26 @@ def _call(peer: Peer, model: nn.Module, x: torch.Tensor) -> tuple[PeerResult | N
         )
 
 
+# The overhead rounds run with Python's cyclic GC off inside each timed call, collected
+# between rounds (as timeit does): a collection's cost grows with every object alive in the
+# process, so with it on a cell's ratio depended on what the process had built before
+# (bench_cpu_inflation.py: the same cell 13.6 first, 16.5 later in one quiet process).
+GC_OFF_WHILE_TIMING = True
+
+
+@contextmanager
+def _timed_region() -> Iterator[None]:
+    """The cyclic GC off for one timed call (when GC_OFF_WHILE_TIMING), as it was after."""
+    enabled = gc.isenabled()
+    if GC_OFF_WHILE_TIMING:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _switches() -> int:
     """Involuntary context switches of this process so far (the host took the CPU away)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
@@ -111,6 +134,7 @@ def overhead_rounds(
     rng = random.Random(seed)
     plain_s: list[float] = []
     tool_s: list[float] = []
+    tool_cpu_s: list[float] = []
     wall_ratios: list[float] = []
     ratios: list[float] = []
     switches: list[int] = []
@@ -120,28 +144,37 @@ def overhead_rounds(
     ):
         # the order matters: the second of two back-to-back forwards reuses the allocator's
         # freshly freed memory, which would favour one side
+        if GC_OFF_WHILE_TIMING:
+            gc.collect()  # every round starts from the same heap, outside the timed calls
         before = _switches()
         if rng.random() < 0.5:
-            p, p_cpu = plain()
-            again, _ = _call(peer, model, x)
+            with _timed_region():
+                p, p_cpu = plain()
+            with _timed_region():
+                again, _ = _call(peer, model, x)
             tool_cpu = last_cpu_s()
         else:
-            again, _ = _call(peer, model, x)
+            with _timed_region():
+                again, _ = _call(peer, model, x)
             tool_cpu = last_cpu_s()
-            p, p_cpu = plain()
+            with _timed_region():
+                p, p_cpu = plain()
         if again is None:
             break
         switches.append(_switches() - before)
         plain_s.append(p)
         tool_s.append(again.wall_s)
+        tool_cpu_s.append(tool_cpu)
         wall_ratios.append(again.wall_s / p)
         ratios.append(tool_cpu / p_cpu if p_cpu > 0 else again.wall_s / p)
     return {
         "repeats": len(ratios),
         "method": "process_cpu_time",  # ratio: CPU seconds of the call / of a forward
         "order": "random_per_round",
+        "gc": "off_in_timed_calls" if GC_OFF_WHILE_TIMING else "on",
         "plain_forward_s": quantiles(plain_s),
         "tool_s": quantiles(tool_s),
+        "tool_cpu_s": quantiles(tool_cpu_s),
         "ratio": quantiles(ratios),
         "ratios": ratios,
         "wall_ratio": quantiles(wall_ratios),
@@ -156,6 +189,7 @@ def measure_cell(
     model = set_mixed_modes(bm.build())
     before = snapshot(model)
     result, error = _call(peer, model, x)
+    first_cpu_s = last_cpu_s()
     ok_diff = diff(before, snapshot(model))
     cell: dict[str, Any] = {
         "model": bm.name,
@@ -166,10 +200,11 @@ def measure_cell(
         "detail": None if result is None else result.detail,
         "extra": {} if result is None else result.extra,
         "first_call_s": None if result is None else result.wall_s,
+        "first_call_cpu_s": None if result is None else first_cpu_s,
         "state_after_ok": ok_diff,
     }
     if result is not None:
-        if result.wall_s > SLOW_CALL_S:
+        if first_cpu_s > SLOW_CALL_S:  # CPU, not wall: a loaded rerun makes the same choice
             repeats = 1
         cell["overhead"] = overhead_rounds(peer, model, x, repeats, seed=len(bm.name))
     before = snapshot(model)
@@ -205,17 +240,18 @@ def run_accuracy(models: list[BenchModel], repeats: dict[str, int]) -> dict[str,
                         {
                             "model": bm.name,
                             "tool": peer.name,
-                            "skipped": f"not run: {prev_s:.1f} s measured at {prev_blocks} "
-                            f"blocks predicts {predicted:.0f} s > {MAX_CALL_S:.0f} s per call",
+                            "skipped": f"not run: {prev_s:.1f} CPU-s measured at {prev_blocks} "
+                            f"blocks predicts {predicted:.0f} CPU-s > {MAX_CALL_S:.0f} s a call",
                         }
                     )
                     log(f"{bm.name:18s} {peer.name:24s} skipped (predicted {predicted:.0f} s)")
                     continue
             cell = measure_cell(bm, peer, x, bad, repeats[bm.family])
             cells.append(cell)
-            if bm.family == "scaling" and bm.blocks and cell["first_call_s"] is not None:
-                tool_med = cell.get("overhead", {}).get("tool_s", {}).get("median")
-                last_scaling_time[peer.name] = (bm.blocks, tool_med or cell["first_call_s"])
+            if bm.family == "scaling" and bm.blocks and cell["first_call_cpu_s"] is not None:
+                # CPU seconds: a rerun on a loaded host skips the same cells
+                tool_med = cell.get("overhead", {}).get("tool_cpu_s", {}).get("median")
+                last_scaling_time[peer.name] = (bm.blocks, tool_med or cell["first_call_cpu_s"])
             ratio = cell.get("overhead", {}).get("ratio", {}).get("median")
             ref = references[bm.name]["flops"]
             flops = cell["flops"]

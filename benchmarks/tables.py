@@ -113,13 +113,22 @@ def _overhead_basis(data: dict[str, Any]) -> str:
     """What the ratios are made of, and the pressure they were measured under."""
     cells = data.get("accuracy", {}).get("cells", [])
     on_cpu = any(c.get("overhead", {}).get("method") == "process_cpu_time" for c in cells)
+    gc_off = any(c.get("overhead", {}).get("gc") == "off_in_timed_calls" for c in cells)
     basis = (
         "Ratios are of **process CPU time** (the call's CPU seconds over a plain forward's; "
-        "CPU time does not grow while other jobs hold the core, so the ratio reproduces on "
-        "a loaded host; wall-clock ratios stay in results.json as `wall_ratio`), one ratio "
+        "CPU time does not count the time other jobs hold the core; how far a rerun under "
+        "load reproduces is the section 'Does the overhead table reproduce under load?' "
+        "below; wall-clock ratios stay in results.json as `wall_ratio`), "
+        + (
+            "Python's cyclic GC off inside each timed call, collected between rounds (as "
+            "timeit does), "
+            if gc_off
+            else ""
+        )
+        + "one ratio "
         "per round of a plain block and a tool call in an order drawn at random per round, "
         "at least 9 rounds (5 on the scaling models) and more within 1.5 s a cell, up to 41; "
-        "the IQR in brackets is the spread over rounds (`1 run`: a call slower than 4 s wall, "
+        "the IQR in brackets is the spread over rounds (`1 run`: a call over 4 CPU-s, "
         "timed once). The plain forward column is wall clock, so it shows the load."
         if on_cpu
         else "Ratios are of wall-clock time (results from before CPU time was recorded)."
