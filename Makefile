@@ -13,14 +13,17 @@ MAIN_STAMP := $(VENV)/.installed-main
 # settings, falling back to pip; the same pinned packages as pip, several times faster.
 # Progress at least every 15 s during long quiet steps (pip, pytest, dvc repro).
 BEAT := $(PYTHON) $(CURDIR)/.ci/heartbeat
-# Bytecode for this checkout's own modules (and the temporary pipeline copies the e2e tier
-# makes), kept inside the venv, never in the checkout: with PYTHONDONTWRITEBYTECODE set (as
-# on the CI host) each of the suite's several hundred Python processes (pytest workers,
-# dvc, pipeline stages) would otherwise compile everything it imports from source again.
-export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
+# Bytecode for every module a recipe's processes import that has none yet (this checkout's
+# own, the temporary pipeline copies the e2e tier makes), kept inside the venv, never in the
+# checkout: with PYTHONDONTWRITEBYTECODE set (as on the CI host) each of the suite's several
+# hundred Python processes (pytest workers, dvc, pipeline stages) would otherwise compile
+# everything it imports from source again. Installs run without the prefix (NO_PREFIX), so
+# the packages' own bytecode lands in site-packages, where processes outside make find it.
+export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 unexport PYTHONDONTWRITEBYTECODE
+NO_PREFIX := env -u PYTHONPYCACHEPREFIX
 
-.PHONY: setup test test-e2e check check-jobs check-scale lint types bench main sweep check-optimisation \
+.PHONY: setup test test-e2e test-ray check check-jobs check-scale lint types bench main sweep check-optimisation \
 	plots-template gpu-check
 
 $(PY):
@@ -28,17 +31,17 @@ $(PY):
 
 $(STAMP): pyproject.toml constraints.txt | $(PY)
 	@echo "installing the package with its pipeline, dev, hf, quant and scale extras (a few minutes the first time)"
-	$(BEAT) install $(PY) .ci/install $(PY) -c constraints.txt -e '.[pipeline,dev,hf,quant,scale]'
+	$(BEAT) install $(NO_PREFIX) $(PY) .ci/install $(PY) -c constraints.txt -e '.[pipeline,dev,hf,quant,scale]'
 	@touch $(STAMP) $(TEST_STAMP) $(MAIN_STAMP)
 
 $(TEST_STAMP): pyproject.toml constraints.txt | $(PY)
 	@echo "installing the package with its pipeline, dev, hf and quant extras (what the tests use; no Ray)"
-	$(BEAT) install $(PY) .ci/install $(PY) -c constraints.txt -e '.[pipeline,dev,hf,quant]'
+	$(BEAT) install $(NO_PREFIX) $(PY) .ci/install $(PY) -c constraints.txt -e '.[pipeline,dev,hf,quant]'
 	@touch $(TEST_STAMP) $(MAIN_STAMP)
 
 $(MAIN_STAMP): pyproject.toml constraints.txt | $(PY)
 	@echo "installing the package with its pipeline and hf extras (a few minutes the first time)"
-	$(BEAT) install $(PY) .ci/install $(PY) -c constraints.txt -e '.[pipeline,hf]'
+	$(BEAT) install $(NO_PREFIX) $(PY) .ci/install $(PY) -c constraints.txt -e '.[pipeline,hf]'
 	@touch $(MAIN_STAMP)
 
 setup: $(STAMP)
@@ -77,10 +80,19 @@ check: $(TEST_STAMP)
 	HEARTBEAT_PREFIX=1 $(MAKE) --no-print-directory -j$(CHECK_JOBS) check-jobs
 
 # The order is the start order: lint first (seconds), the e2e tier (the longest) beside it.
-check-jobs: lint test-e2e test types
+# CHECK_TIERS="lint test-e2e test types test-ray" (what .ci/run passes, after `make setup`
+# installed Ray) runs the Ray tier in the second slot after mypy, beside the e2e tier,
+# instead of after the whole check.
+CHECK_TIERS ?= lint test-e2e test types
+check-jobs: $(CHECK_TIERS)
+
+# The Ray launcher tier; it needs the scale extra (`make setup`), and skips with its reason
+# without it. `make check-scale` installs the extra and runs it.
+test-ray:
+	$(BEAT) "pytest ray tier" $(PY) -m pytest -q -m ray
 
 check-scale: setup
-	$(BEAT) "pytest ray tier" $(PY) -m pytest -q -m ray
+	$(MAKE) --no-print-directory test-ray
 
 bench: setup
 	$(PY) benchmarks/run_all.py

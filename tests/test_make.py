@@ -24,10 +24,18 @@ def _scratch(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _alone() -> dict[str, str]:
+    """This environment without the outer make's (.ci/run passes CHECK_TIERS, HEARTBEAT_PREFIX
+    to `make check`, which the suite runs under): a make the test starts sees only its own."""
+    outer = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "CHECK_TIERS")
+    return {k: v for k, v in os.environ.items() if k not in outer}
+
+
 def _dry_run(folder: Path, target: str = "setup", *variables: str) -> str:
     done = subprocess.run(
-        ["make", "-n", target, *variables], cwd=folder, capture_output=True, text=True, timeout=60
-    )
+        ["make", "-n", target, *variables],
+        cwd=folder, capture_output=True, text=True, timeout=60, env=_alone(),
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -106,6 +114,9 @@ def test_check_after_main_installs_no_ray_and_runs_both_tiers(tmp_path: Path) ->
     assert opted.count("-n 2 --dist loadfile") == 1  # now on the fast tier only
     scale = _dry_run(folder, "check-scale")
     assert "scale]'" in scale and "-m pytest -q -m ray" in scale  # Ray only where it is used
+    # CI (.ci/run, after `make setup`): the Ray tier as a fifth job, after mypy
+    ci = _dry_run(folder, "check", "CHECK_TIERS=lint test-e2e test types test-ray")
+    assert ci.index("-m mypy") < ci.index("-m pytest -q -m ray") and "scale]'" not in ci
 
 
 def test_make_targets_write_bytecode_into_the_venv_even_where_the_host_forbids_it(
@@ -113,14 +124,17 @@ def test_make_targets_write_bytecode_into_the_venv_even_where_the_host_forbids_i
 ) -> None:
     """With PYTHONDONTWRITEBYTECODE set (the CI host sets it), every process of the suite
     compiled what it imported from source again; make's recipes write bytecode under
-    .venv/pycache instead, never beside the checkout's sources."""
+    .venv/pycache instead, never beside the checkout's sources, and installs compile the
+    packages' own into site-packages."""
     folder = _scratch(tmp_path)
     flags = "import sys; print(sys.flags.dont_write_bytecode, sys.pycache_prefix)"
     probe = f"probe:\n\t@python3 -c '{flags}'"
     done = subprocess.run(
         ["make", "-s", "--eval", probe, "probe"],
         cwd=folder, capture_output=True, text=True, timeout=60, check=False,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        env={**_alone(), "PYTHONDONTWRITEBYTECODE": "1"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", str(folder / ".venv" / "pycache")]
+    # the installs run without the prefix: the packages' bytecode lands in site-packages
+    assert "install env -u PYTHONPYCACHEPREFIX .venv/bin/python .ci/install" in _dry_run(folder)
