@@ -176,12 +176,12 @@ def _pyperf(truth: float) -> tuple[str, float, float]:
 
 
 def pyperf_reading(text: str) -> tuple[str, float]:
-    """(verdict, candidate/baseline ratio) from ``pyperf compare_to`` output: "Not
-    significant!" (its t-test; printed on the line after the ratio) or no ratio ("no
-    change") is ``inconclusive``; "N.NNx slower/faster" is that direction when beyond
-    MIN_EFFECT."""
+    """(verdict, candidate/baseline ratio) from ``pyperf compare_to`` output: "Benchmark
+    hidden because not significant" (its t-test; "Not significant!" after the ratio line
+    with ``-v``) or no ratio ("no change") is ``inconclusive``; "N.NNx slower/faster" is
+    that direction when beyond MIN_EFFECT."""
     found = re.search(r"([0-9.]+)x (slower|faster)", text)
-    if "Not significant" in text or found is None:
+    if "not significant" in text.lower() or found is None:
         return "inconclusive", 1.0
     factor = float(found.group(1))
     ratio = factor if found.group(2) == "slower" else 1.0 / factor
@@ -207,7 +207,8 @@ def pressure_table(
 ) -> list[dict[str, Any]]:
     """Every pressure x pair x ``runs``; prints one row per (pressure, pair) as it goes.
     ``pyperf_runs``: the first that many runs of each cell also go through pyperf (one
-    pair takes it ~10 s on a quiet host, minutes under load, so it samples fewer)."""
+    pair takes it ~15 s on a quiet host, minutes under load, so it samples fewer); a cell's
+    ``psi`` and ``load1`` then cover its pyperf runs too."""
     rows: list[dict[str, Any]] = []
     print(
         f"pressure table: {runs} run(s) per cell, 1 ms busy loops, min_effect {MIN_EFFECT}, "
@@ -222,7 +223,7 @@ def pressure_table(
     print(header, flush=True)
     for processes, niced in pressures:
         label = f"{processes} busy{' nice19' if niced else ''}"
-        limit = len(pairs) * runs * 20 + 60
+        limit = len(pairs) * (runs * 20 + min(runs, pyperf_runs) * 300) + 60
         with cpu_load(processes, limit, niced=niced):
             for name, truth in pairs:
                 ours, theirs, perf = Cell(), Cell(), Cell()

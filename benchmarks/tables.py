@@ -120,8 +120,9 @@ def _overhead_basis(data: dict[str, Any]) -> str:
         "load reproduces is the section 'Does the overhead table reproduce under load?' "
         "below; wall-clock ratios stay in results.json as `wall_ratio`), "
         + (
-            "Python's cyclic GC off inside each timed call, collected between rounds (as "
-            "timeit does), "
+            "Python's cyclic GC off inside each timed call (as timeit has it) and a full "
+            "collection before each round, counted in the round budget below, so most cells "
+            "ran their minimum of rounds, "
             if gc_off
             else ""
         )

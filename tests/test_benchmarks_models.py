@@ -161,8 +161,9 @@ def test_overhead_reproduction_counts_cells_within_the_spread_or_ten_percent(
 def test_pyperf_compare_to_output_is_read_as_a_verdict_beyond_the_minimum_effect(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``pyperf compare_to`` prints the ratio line, then "Not significant!" when its t-test
-    declines; bench_noise.py's pyperf column reads it as a user would (the 2% minimum effect
+    """``pyperf compare_to`` prints the ratio line, or hides the benchmark when its t-test
+    declines ("Not significant!" after the ratio with -v); bench_noise.py's pyperf column
+    reads it as a user would (the 2% minimum effect
     applied to torch.utils.benchmark's column too)."""
     monkeypatch.syspath_prepend(str(BENCH))
     pressure = _load("noise_pressure")
@@ -172,8 +173,10 @@ def test_pyperf_compare_to_output_is_read_as_a_verdict_beyond_the_minimum_effect
     assert verdict == "faster" and ratio == pytest.approx(0.5)  # 1 / 2.00
     # significant, but 1.01x is inside the 2% minimum effect: no direction claimed
     assert pressure.pyperf_reading(line.format("1.01", "1.01x slower")) == ("inconclusive", 1.01)
-    declined = line.format("1.05", "1.05x slower") + "Not significant!\n"
+    declined = line.format("1.05", "1.05x slower") + "Not significant!\n"  # with -v
     assert pressure.pyperf_reading(declined) == ("inconclusive", 1.0)
+    hidden = "Benchmark hidden because not significant (1): busy_loop\n"  # the default
+    assert pressure.pyperf_reading(hidden) == ("inconclusive", 1.0)
     assert pressure.pyperf_reading("[base] 1.00 ms -> [cand] 1.00 ms: no change\n")[0] == (
         "inconclusive"
     )

@@ -80,8 +80,9 @@ def test_editing_the_users_model_file_reruns_exactly_the_model_stages(repo: Path
     (repo / "NOTES.md").write_text("a file outside the model's package\n")
     assert repro(repo) == ALWAYS
     # the owner edits the model file (no revision bump): once `sources` has hashed it again,
-    # DVC's own rerun decision (`dvc status`, what `dvc repro` acts on) is every stage that
-    # builds the model and nothing else; one of them really reruns on the edited model
+    # DVC's own answer (`dvc status`: the stages whose dependencies changed, where `dvc repro`
+    # starts; render follows them) is every stage that builds the model and nothing else;
+    # one of them really reruns on the edited model
     (package / "net.py").write_text(
         USER_MODEL.replace("nn.ReLU(),", "nn.ReLU(), nn.Linear(width, width),")
     )
