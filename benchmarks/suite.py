@@ -98,10 +98,11 @@ def _call(peer: Peer, model: nn.Module, x: torch.Tensor) -> tuple[PeerResult | N
 # The overhead rounds run with Python's cyclic GC off inside each timed call, collected
 # before each round (timeit turns it off while timing too): a collection's cost grows with
 # every object alive in the process, so with it on a cell's ratio depended on what the
-# process had built before (bench_cpu_inflation.py, GC on: the same cell 13.6 first, 16.5
-# later in one quiet process). The collections count in OVERHEAD_BUDGET_S (about 0.15 s
-# each with every peer loaded), so most cells run their minimum of rounds; gc.freeze()
-# once per cell would make them cheap (not done: the committed table is this method's).
+# process had built before (bench_cpu_inflation.py, GC on: once the same cell 13.6 first,
+# 16.5 later in one quiet process; GC off: 12.10 and 12.26). The collections count in
+# OVERHEAD_BUDGET_S (about 0.15 s each with every peer loaded), so most cells run their
+# minimum of rounds; gc.freeze() once per cell would make them cheap (not done: the
+# committed table is this method's).
 GC_OFF_WHILE_TIMING = True
 
 
