@@ -23,7 +23,7 @@ export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 unexport PYTHONDONTWRITEBYTECODE
 NO_PREFIX := env -u PYTHONPYCACHEPREFIX
 
-.PHONY: setup test test-e2e test-ray check check-jobs check-scale lint types bench main sweep check-optimisation \
+.PHONY: setup test test-e2e check check-jobs check-scale lint types bench main sweep check-optimisation \
 	plots-template gpu-check
 
 $(PY):
@@ -80,19 +80,10 @@ check: $(TEST_STAMP)
 	HEARTBEAT_PREFIX=1 $(MAKE) --no-print-directory -j$(CHECK_JOBS) check-jobs
 
 # The order is the start order: lint first (seconds), the e2e tier (the longest) beside it.
-# CHECK_TIERS="lint test-e2e test types test-ray" (what .ci/run passes, after `make setup`
-# installed Ray) runs the Ray tier in the second slot after mypy, beside the e2e tier,
-# instead of after the whole check.
-CHECK_TIERS ?= lint test-e2e test types
-check-jobs: $(CHECK_TIERS)
-
-# The Ray launcher tier; it needs the scale extra (`make setup`), and skips with its reason
-# without it. `make check-scale` installs the extra and runs it.
-test-ray:
-	$(BEAT) "pytest ray tier" $(PY) -m pytest -q -m ray
+check-jobs: lint test-e2e test types
 
 check-scale: setup
-	$(MAKE) --no-print-directory test-ray
+	$(BEAT) "pytest ray tier" $(PY) -m pytest -q -m ray
 
 bench: setup
 	$(PY) benchmarks/run_all.py

@@ -25,9 +25,9 @@ def _scratch(tmp_path: Path) -> Path:
 
 
 def _alone() -> dict[str, str]:
-    """This environment without the outer make's (.ci/run passes CHECK_TIERS, HEARTBEAT_PREFIX
-    to `make check`, which the suite runs under): a make the test starts sees only its own."""
-    outer = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "CHECK_TIERS")
+    """This environment without the outer make's (`make check` runs the suite with its own
+    flags and variables, e.g. HEARTBEAT_PREFIX): a make the test starts sees only its own."""
+    outer = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "HEARTBEAT_PREFIX")
     return {k: v for k, v in os.environ.items() if k not in outer}
 
 
@@ -114,9 +114,6 @@ def test_check_after_main_installs_no_ray_and_runs_both_tiers(tmp_path: Path) ->
     assert opted.count("-n 2 --dist loadfile") == 1  # now on the fast tier only
     scale = _dry_run(folder, "check-scale")
     assert "scale]'" in scale and "-m pytest -q -m ray" in scale  # Ray only where it is used
-    # CI (.ci/run, after `make setup`): the Ray tier as a fifth job, after mypy
-    ci = _dry_run(folder, "check", "CHECK_TIERS=lint test-e2e test types test-ray")
-    assert ci.index("-m mypy") < ci.index("-m pytest -q -m ray") and "scale]'" not in ci
 
 
 def test_make_targets_write_bytecode_into_the_venv_even_where_the_host_forbids_it(
