@@ -23,7 +23,7 @@ from .._version import __version__
 from ..report import (
     REPORT_TYPES,
     AnalysisReport,
-    BenchmarkComparison,
+    AnyReport,
     BenchmarkReport,
     FlopReport,
     MetricResult,
@@ -57,14 +57,6 @@ from .prediction_view import prediction_view
 from .sweep_view import sweep_view
 from .tree_data import RUN_MIN, script_json, tree_data
 
-AnyReport = (
-    AnalysisReport
-    | FlopReport
-    | BenchmarkReport
-    | ReportDiff
-    | BenchmarkComparison
-    | PredictionReport
-)
 ReportSource = AnyReport | str | bytes | os.PathLike[str]
 
 _KIND_LABEL = {

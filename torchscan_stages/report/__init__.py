@@ -1,8 +1,9 @@
 """Wire models for every report kind, their invariants, and atomic load/save.
 
 One package, one job per module: ``metric`` (MetricResult, Diagnostic), ``records`` (analysis
-layer records), ``models`` (the report kinds), ``codec`` (the compact form), ``io`` (reading
-bytes, the atomic write, saving) and ``load`` (``load_report``). Import the names from here.
+layer records), ``models`` (the report kinds), ``kinds`` (the one list of them: ``AnyReport``,
+``REPORT_TYPES``), ``codec`` (the compact form), ``io`` (reading bytes, the atomic write,
+saving) and ``load`` (``load_report``). Import the names from here.
 
 Reports are the product: every number travels inside a :class:`MetricResult` that states
 whether it is complete, a lower bound, or missing, and what it covers and how it was
@@ -40,6 +41,7 @@ from .io import (
     save_report,
     write_temporary,
 )
+from .kinds import REPORT_KINDS, REPORT_TYPES, AnyReport
 from .load import load_report, report_json_schema, report_of_kind
 from .metric import (
     GZIP_MAGIC,
@@ -53,7 +55,6 @@ from .metric import (
     NonNegFloat,
     NonNegInt,
     Number,
-    ReportKind,
     Severity,
     Status,
     StrictNumber,
@@ -61,10 +62,8 @@ from .metric import (
     trusted_construct,
 )
 from .models import (
-    REPORT_TYPES,
     AnalysisReport,
     AnalysisTotals,
-    AnyReport,
     BaseReport,
     BatchPoint,
     BenchmarkComparison,
@@ -105,6 +104,7 @@ __all__ = [
     "GZIP_MAGIC",
     "NON_NEGATIVE_UNITS",
     "READABLE_VERSIONS",
+    "REPORT_KINDS",
     "REPORT_TYPES",
     "SCHEMA_VERSION",
     "STALE_TMP_AGE_S",
@@ -150,7 +150,6 @@ __all__ = [
     "ProfiledOperator",
     "Provenance",
     "ReportDiff",
-    "ReportKind",
     "RssPhase",
     "RssSection",
     "RunContext",

@@ -12,9 +12,9 @@ from pydantic_core import ErrorDetails
 from .codec import build_layers, expand_layers, share_metric_maps
 from .consistency import check_analysis
 from .io import _parse, _read_source
+from .kinds import REPORT_TYPES
 from .metric import READABLE_VERSIONS, SCHEMA_VERSION
 from .models import (
-    REPORT_TYPES,
     AnalysisReport,
     BaseReport,
     BenchmarkComparison,

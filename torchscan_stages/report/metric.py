@@ -25,9 +25,6 @@ STATUS_MARKERS: dict[Status, str] = {
     "partial": "[>= partial]",
     "unavailable": "[n/a]",
 }
-ReportKind: TypeAlias = Literal[
-    "analysis", "flops", "benchmark", "report_diff", "benchmark_comparison", "prediction"
-]
 Number: TypeAlias = int | float
 # report numbers are never coerced: "3" or True is refused, not quietly turned into 3
 StrictNumber: TypeAlias = StrictInt | StrictFloat

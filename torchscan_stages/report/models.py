@@ -515,26 +515,6 @@ class PredictionReport(_Report):
     batch_curve: list[BatchPoint] = Field(default_factory=list)  # predicted peak per batch
 
 
-AnyReport: TypeAlias = Annotated[
-    AnalysisReport
-    | FlopReport
-    | BenchmarkReport
-    | ReportDiff
-    | BenchmarkComparison
-    | PredictionReport,
-    Field(discriminator="kind"),
-]
-
-REPORT_TYPES: dict[str, type[_Report]] = {
-    "analysis": AnalysisReport,
-    "flops": FlopReport,
-    "benchmark": BenchmarkReport,
-    "report_diff": ReportDiff,
-    "benchmark_comparison": BenchmarkComparison,
-    "prediction": PredictionReport,
-}
-
-
 class IncompleteAnalysisError(RuntimeError):
     """Raised under ``strict=True`` when a requested metric is not complete.
 
