@@ -32,6 +32,7 @@ and non-negative, so a report ``load_report`` accepts can always be rendered.
 
 from __future__ import annotations
 
+from .evidence import MetricEvidence, MetricsEvidence
 from .io import (
     STALE_TMP_AGE_S,
     atomic_write_text,
@@ -138,7 +139,9 @@ __all__ = [
     "LayerRecord",
     "MemorySection",
     "MetricDelta",
+    "MetricEvidence",
     "MetricResult",
+    "MetricsEvidence",
     "NonNegFloat",
     "NonNegInt",
     "Number",
