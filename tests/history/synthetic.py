@@ -8,6 +8,7 @@ params per stage, outs), so staleness and environment breaks can be planted exac
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import subprocess
@@ -15,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from torchscan_stages.provenance import build_provenance
+from torchscan_stages.report.evidence import MetricEvidence, MetricsEvidence
 
 
 def md5(text: str) -> str:
@@ -59,14 +63,46 @@ def lock(
     return yaml.safe_dump({"schema": "2.0", "stages": stages}, sort_keys=False)
 
 
-def metrics(latency_s: float, peak: int, iqr: float | None = None) -> dict[str, str]:
+@functools.cache
+def _provenance() -> Any:
+    return build_provenance(include_runtime=False)
+
+
+def sidecar(stage: str, entries: dict[str, dict[str, Any]]) -> str:
+    """``metrics/STAGE.evidence.json`` text: each key's status, warnings, verdict, interval."""
+    model = MetricsEvidence(
+        provenance=_provenance(),
+        stage=stage,
+        metrics={k: MetricEvidence.model_validate(v) for k, v in entries.items()},
+    )
+    return model.model_dump_json(indent=1) + "\n"
+
+
+def metrics(
+    latency_s: float,
+    peak: int,
+    iqr: float | None = None,
+    *,
+    warnings: list[str] | None = None,
+    evidence: bool = True,
+) -> dict[str, str]:
+    """Flat metrics of the latency and memory stages, with their evidence sidecars (clean,
+    or the latency keys carrying ``warnings``; ``evidence=False``: results from before
+    sidecars)."""
     values: dict[str, Any] = {"warmed_median_s": latency_s, "throughput_per_s": 8 / latency_s}
     if iqr is not None:
         values["warmed_iqr_s"] = iqr
-    return {
+    files = {
         "metrics/latency.json": json.dumps(values, indent=2) + "\n",
         "metrics/memory.json": json.dumps({"peak_cpu_tracked_tensors_bytes": peak}) + "\n",
     }
+    if evidence:
+        entry = {"status": "complete", "warnings": list(warnings or [])}
+        files["metrics/latency.evidence.json"] = sidecar("latency", dict.fromkeys(values, entry))
+        files["metrics/memory.evidence.json"] = sidecar(
+            "memory", {"peak_cpu_tracked_tensors_bytes": {"status": "complete"}}
+        )
+    return files
 
 
 def fast_repo(repo: Path, commits: list[dict[str, str]]) -> list[str]:

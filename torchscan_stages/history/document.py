@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict
 from typing import Any
@@ -37,7 +38,7 @@ def history_document(
                 "steps": [asdict(step) for step in s.steps],
             }
         )
-    return {
+    document = {
         "kind": HISTORY_KIND,
         "schema_version": HISTORY_SCHEMA,
         "provenance": build_provenance(include_runtime=False).model_dump(mode="json"),
@@ -45,15 +46,31 @@ def history_document(
         "rev_range": history.rev_range,
         "settings": dict(settings or {}),
         "reports_read": history.reports_read,
+        "range_note": history.range_note,
         "commits": [asdict(c) for c in history.commits],
         "series": series,
         "steps": [asdict(step) for step in steps],
     }
+    return finite(document)  # type: ignore[no-any-return]
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float made None: the document is strict JSON (a
+    reader in another language gets no bare ``NaN``), and a step whose interval overflowed
+    says "unknown", never ``Infinity``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
 
 
 def write_history_json(document: dict[str, Any], path: str | os.PathLike[str]) -> None:
     """Atomic write (the report helpers): a reader never sees half a history."""
-    atomic_write_text(path, json.dumps(document, indent=1, sort_keys=False) + "\n")
+    text = json.dumps(document, indent=1, sort_keys=False, allow_nan=False)
+    atomic_write_text(path, text + "\n")
 
 
 __all__ = ["HISTORY_KIND", "HISTORY_SCHEMA", "history_document", "write_history_json"]
