@@ -105,13 +105,16 @@ def metrics(
     return files
 
 
-def fast_repo(repo: Path, commits: list[dict[str, str]]) -> list[str]:
-    """A repository with one commit per entry (paths -> text set in that commit), oldest first."""
+def fast_repo(
+    repo: Path, commits: list[dict[str, str]], subjects: dict[int, str] | None = None
+) -> list[str]:
+    """A repository with one commit per entry (paths -> text set in that commit), oldest
+    first; ``subjects`` replaces the message of the commits it names (by position)."""
     repo.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
     chunks: list[bytes] = []
     for number, files in enumerate(commits, start=1):
-        message = f"commit {number - 1}".encode()
+        message = (subjects or {}).get(number - 1, f"commit {number - 1}").encode()
         chunks.append(b"commit refs/heads/main\nmark :%d\n" % number)
         chunks.append(b"committer t <t@localhost> %d +0000\n" % (1_700_000_000 + 60 * number))
         chunks.append(b"data %d\n%s\n" % (len(message), message))
@@ -119,7 +122,8 @@ def fast_repo(repo: Path, commits: list[dict[str, str]]) -> list[str]:
             chunks.append(b"from :%d\n" % (number - 1))
         for path, text in files.items():
             data = text.encode()
-            chunks.append(b"M 100644 inline %s\ndata %d\n%s\n" % (path.encode(), len(data), data))
+            name = path if "\n" not in path else '"' + path.replace("\n", "\\n") + '"'
+            chunks.append(b"M 100644 inline %s\ndata %d\n%s\n" % (name.encode(), len(data), data))
     subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, input=b"".join(chunks), check=True)
     out = subprocess.run(["git", "rev-list", "--reverse", "main"], cwd=repo, check=True,
                          capture_output=True, text=True).stdout  # fmt: skip

@@ -120,9 +120,6 @@ def main(argv: list[str] | None = None) -> int:
         return _history(args)
     except (GitError, ValueError) as error:
         return _fail(str(error))
-    except OSError as error:
-        where = f" {error.filename}" if error.filename else ""
-        return _fail(f"cannot write{where}: {error.strerror or error}")
 
 
 def _print_steps(steps: list[Any]) -> None:
@@ -166,10 +163,18 @@ def _history(args: argparse.Namespace) -> int:
     settings = {"limit": args.limit, "min_effect": args.min_effect, "reports": not args.no_reports,
                 "all": args.whole}  # fmt: skip
     document = history_document(history, steps, settings)
-    if args.json is not None:
-        write_history_json(document, args.json)
-    if args.html is not None:
-        atomic_write_text(args.html, history_page(document))
+    for flag, path, write in (
+        ("--json", args.json, lambda p: write_history_json(document, p)),
+        ("--html", args.html, lambda p: atomic_write_text(p, history_page(document))),
+    ):
+        if path is None:
+            continue
+        try:
+            write(path)
+        except OSError as error:  # named by the argument, never by its temporary file
+            raise ValueError(
+                f"cannot write {flag} {str(path)!r}: {error.strerror or error}"
+            ) from None
     confident = [s for s in steps if not s.suspect]
     print(f"history {history.rev_range}: {len(history.commits)} commits, "
           f"{len(history.series)} series, {len(confident)} confident step(s), "

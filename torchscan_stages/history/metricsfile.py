@@ -82,7 +82,7 @@ def _int(text: str) -> int | _Odd:
 
 def _float(text: str) -> float | _Odd:
     value = float(text)
-    return value if math.isfinite(value) else _Odd(f"{text} (not finite)")
+    return value if math.isfinite(value) else _Odd(f"{text} (beyond a float)")
 
 
 def load_json(data: bytes) -> Any:
@@ -94,8 +94,7 @@ def load_json(data: bytes) -> Any:
     try:
         text = data.decode("utf-8")
         return json.loads(
-            text, parse_constant=lambda c: _Odd(f"{c} (not a number JSON allows)"),
-            parse_int=_int, parse_float=_float,
+            text, parse_constant=_Odd, parse_int=_int, parse_float=_float,
         )  # fmt: skip
     except UnicodeDecodeError as error:
         raise ValueError(f"not UTF-8 text (byte {error.start})") from None
@@ -107,14 +106,21 @@ def load_json(data: bytes) -> Any:
         raise ValueError(f"unreadable number ({error})") from None
 
 
+def _shown(value: Any) -> str:
+    """A JSON value as a few words: ``true``, ``null``, ``a str ("fast")``, ``a list``."""
+    if isinstance(value, _Odd):
+        return value.text
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, dict | list):
+        return f"a {'list' if isinstance(value, list) else 'dict'} of {len(value)}"
+    return f"a {type(value).__name__} ({json.dumps(value)[:40]})"
+
+
 def _describe(value: Any) -> str:
     if isinstance(value, _Odd):
         return f"{value.text} is not a finite number"
-    if isinstance(value, bool):
-        return f"{str(value).lower()}, not a number"
-    if value is None:
-        return "null, not a number"
-    return f"a {type(value).__name__} ({json.dumps(value)[:40]}), not a number"
+    return f"{_shown(value)}, not a number"
 
 
 @dataclass(slots=True)
@@ -141,7 +147,7 @@ def parse_metrics(data: bytes) -> MetricsFile:
     except ValueError as error:
         return MetricsFile(error=str(error))
     if not isinstance(document, dict):
-        return MetricsFile(error=f"the top level is {_describe(document)}, not an object")
+        return MetricsFile(error=f"the top level is {_shown(document)}, not an object")
     if len(document) > MAX_KEYS:
         return MetricsFile(error=f"{len(document)} keys, over the limit of {MAX_KEYS} per file")
     out = MetricsFile()
