@@ -44,6 +44,11 @@ def test_planted_steps_are_found_in_their_commit_ranges(built: tuple[Path, list[
     assert [c.sha for c in history.commits] == shas
     detect_steps(history)
     memory = _series(history, MEMORY)
+    # the stages commit evidence sidecars (metrics/memory.evidence.json): exact counts with
+    # no validity warning are clean points, so the planted steps are confident, not suspect
+    complete = [p for p in memory.points if p.status == "complete"]  # type: ignore[attr-defined]
+    assert complete and all(p.clean for p in complete), [p.evidence for p in complete][:1]
+    assert not any(s.suspect for s in memory.steps)  # type: ignore[attr-defined]
     # 2*16*50*4 = 6400 B -> 2*16*65*4 = 8320 B (x1.3) -> 2*16*78*4 = 9984 B (x1.2)
     assert memory.points[0].value == planted.expected_peak(50) == 6400  # type: ignore[attr-defined]
     steps = [(s.before, s.after, s.single_commit, s.ratio) for s in memory.steps]  # type: ignore[attr-defined]

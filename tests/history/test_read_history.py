@@ -188,3 +188,31 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "latency/warmed_median_s: increased x1.3" in out and "in " in out
     assert main(["--repo", str(tmp_path), "--min-effect", "0.1"]) == 1  # x1.3 beyond 10%
     assert "gate: 2 confident step(s)" in capsys.readouterr().err
+
+
+def test_the_default_range_is_the_commits_that_carry_results(tmp_path: Path) -> None:
+    # a clone of a project (60 commits without results), then the user's 4 results commits
+    bare = {"src.py": SRC}
+    shas = fast_repo(tmp_path, [bare] * 60 + [_commit(i, 0.010) for i in range(4)])
+    history = read_history(tmp_path)
+    assert [c.sha for c in history.commits] == shas[60:]
+    assert history.range_note is not None and "60 older commit(s) without results" in (
+        history.range_note
+    )
+    assert len(read_history(tmp_path, whole=True).commits) == 64
+    assert len(read_history(tmp_path, "HEAD~9..HEAD").commits) == 9  # a range is a range
+
+
+def test_without_results_the_last_50_commits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchscan_stages.commands.history import main
+
+    shas = fast_repo(tmp_path, [{"src.py": f"x = {i}\n"} for i in range(60)])
+    history = read_history(tmp_path)
+    assert [c.sha for c in history.commits] == shas[10:] and history.series == []
+    assert main(["--repo", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "range: no commit carries results (metrics/*.json); the last 50" in out
+    assert main(["--repo", str(tmp_path), "--all"]) == 0
+    assert "60 commits" in capsys.readouterr().out
