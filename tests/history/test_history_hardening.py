@@ -44,6 +44,7 @@ DAMAGED_LATENCY: dict[int, tuple[str, str]] = {
 }
 NEGATIVE_PEAK = 11  # memory.json says -4096 bytes
 BAD_SIDECAR = 14  # metrics/latency.evidence.json is "{nope"
+BAD_LOCK = 17  # dvc.lock's latency entry lists deps: 5 (params.yaml gives the key instead)
 SUBJECTS = {1: "a\u2028b", 2: "form\ffeed", 15: "next\u0085line", 16: "rec\x1esep\x1funit"}
 COMMITS = 18
 
@@ -56,6 +57,8 @@ def _files(i: int) -> dict[str, str]:
         files["metrics/memory.json"] = '{"peak_cpu_tracked_tensors_bytes": -4096}'
     if i == BAD_SIDECAR:
         files["metrics/latency.evidence.json"] = "{nope"
+    if i == BAD_LOCK:
+        files["dvc.lock"] = "stages: {latency: {deps: 5, outs: x, params: [1]}}\n"
     return files
 
 
@@ -103,11 +106,16 @@ def test_damaged_values_are_unavailable_points_naming_file_and_commit(
     assert weak.status == "complete" and not weak.clean
     assert weak.warnings == ["evidence_unreadable"]
     assert f"metrics/latency.evidence.json at {shas[BAD_SIDECAR][:10]}" in weak.evidence
+    # the damaged dvc.lock: its key comes from (absent) params.yaml, so a new segment
+    assert [g.start for g in median.segments] == [0, BAD_LOCK]
+    assert median.segments[1].key["env"] == "?"
 
 
 def test_the_document_is_strict_json(repo: tuple[Path, list[str]], tmp_path: Path) -> None:
     out = tmp_path / "h.json"
+    before = _tree(repo[0])
     assert main(["--repo", str(repo[0]), "--json", str(out)]) == 0
+    assert _tree(tmp_path) == {"h.json"} and _tree(repo[0]) == before  # nothing else written
 
     def refuse(constant: str) -> None:
         raise AssertionError(f"bare {constant} in the JSON")
