@@ -11,6 +11,7 @@ sequence has clean points and a real x1.3 slowdown at commit 2: one confident st
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,9 @@ def test_the_newcomers_sequence_gives_no_confident_step(warned: tuple[Path, list
     assert drop.warnings == WARNED and drop.beyond_min_effect is None
     assert drop.rerun is not None and f"for c in {shas[0][:12]};" in drop.rerun
     assert "dvc repro -q --force latency" in drop.rerun
+    assert f"dvc cache dir --local {root.resolve() / '.dvc' / 'cache'} " in drop.rerun
+    parsed = subprocess.run(["bash", "-n"], input=drop.rerun, text=True, check=False)
+    assert parsed.returncode == 0  # a shell line as printed
     # the inconclusive compare points carry no interval; the confident ones do
     ratio = next(s for s in history.series if s.metric == RATIO)
     assert [(p.low, p.high) for p in ratio.points] == [

@@ -84,7 +84,7 @@ def _step(
         direction="increased" if increased else "decreased",
         worse=increased != higher_is_better(series.name),
         beyond_min_effect=beyond,
-    )  # fmt: skip
+    )
 
 
 def _fit(points: list[Point], confidence: float, penalty: float | None) -> list[FitStep]:
@@ -100,7 +100,7 @@ def rerun_command(repo: str, stage: str, commits: list[str]) -> str:
     """Shell lines that measure ``stage`` again at each commit, in a temporary worktree
     sharing the DVC cache (``--force``: the recorded result is the one in doubt); each
     report is kept as ``/tmp/rerun-COMMIT-STAGE.json`` to compare with ``compare``."""
-    cache = shlex.quote(str(cache_dir(repo)))
+    cache = shlex.quote(str(cache_dir(repo).resolve()))  # the worktree is elsewhere
     root = shlex.quote(str(Path(repo).resolve()))
     shas = " ".join(c[:12] for c in commits)
     return (
