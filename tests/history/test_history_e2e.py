@@ -117,7 +117,7 @@ def test_cli_writes_report_and_page_and_gates(
     assert len(document["commits"]) == planted.COMMITS
     page = out_html.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page
-    assert f'href="#c-{shas[6][:12]}"' in page and "env changed" in page
+    assert f'href="#r0-c-{shas[6][:12]}"' in page and "env changed" in page
     # x1.3 and x1.2 memory steps: intervals lie beyond a 10% minimum effect -> the gate fails
     gated = _cli(repo, "--min-effect", "0.1")
     assert gated.returncode == 1 and "gate:" in gated.stderr

@@ -20,7 +20,7 @@ from synthetic import fast_repo, lock, metrics, sidecar
 
 from torchscan_stages.commands.history import main
 from torchscan_stages.history import detect_steps, gate_failures, history_document, read_history
-from torchscan_stages.render.history_view import history_page
+from torchscan_stages.render import render_report
 
 SRC = "x = 1\n"
 MEDIAN = "latency/warmed_median_s"
@@ -165,10 +165,10 @@ def test_the_page_draws_weak_points_hollow_with_their_warnings(
 ) -> None:
     history = read_history(warned[0])
     document = history_document(history, detect_steps(history))
-    median = next(s for s in document["series"] if s["metric"] == MEDIAN)
-    assert median["points"][0]["warnings"] == WARNED and not median["points"][0]["clean"]
-    assert median["steps"][0]["suspect"] and median["steps"][0]["rerun"]
-    page = history_page(document)
+    median = next(s for s in document.series if s.metric == MEDIAN)
+    assert median.points[0].warnings == WARNED and not median.points[0].clean
+    assert median.steps[0].suspect and median.steps[0].rerun
+    page = render_report(document)
     assert page.count('class="mk s0 hollow"') >= 3  # the warned median, throughput, ratio
     assert "too_few_blocks, timing_backstop, loaded_host" in page
     assert "suspect: needs a quiet rerun" in page

@@ -24,6 +24,8 @@ from torchscan_stages.commands.history import main
 from torchscan_stages.history import detect_steps, history_document, read_history
 from torchscan_stages.history.bisect import MetricNameError, bisect_step
 from torchscan_stages.history.gitread import RevisionError
+from torchscan_stages.report import load_report
+from torchscan_stages.report.history import HistoryReport
 
 SRC = "x = 1\n"
 MEDIAN = "latency/warmed_median_s"
@@ -122,7 +124,11 @@ def test_the_document_is_strict_json(repo: tuple[Path, list[str]], tmp_path: Pat
 
     document = json.loads(out.read_text(), parse_constant=refuse)
     assert document["kind"] == "history" and len(document["commits"]) == COMMITS
-    assert history_document(read_history(repo[0]), [])["series"]  # finite as a dict too
+    loaded = load_report(out)  # a report kind like any other: read back, validated
+    assert isinstance(loaded, HistoryReport) and len(loaded.series) == 3
+    history = read_history(repo[0])
+    again = history_document(history, detect_steps(history))
+    assert (loaded.commits, loaded.series) == (again.commits, again.series)
 
 
 def test_option_injection_is_refused(

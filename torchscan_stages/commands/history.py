@@ -147,7 +147,7 @@ def _history(args: argparse.Namespace) -> int:
         read_history,
         write_history_json,
     )
-    from ..render.history_view import history_page
+    from ..render import render_report
     from ..report import atomic_write_text
 
     history = read_history(args.repo, args.rev_range, args.limit, reports=not args.no_reports,
@@ -165,7 +165,7 @@ def _history(args: argparse.Namespace) -> int:
     document = history_document(history, steps, settings)
     for flag, path, write in (
         ("--json", args.json, lambda p: write_history_json(document, p)),
-        ("--html", args.html, lambda p: atomic_write_text(p, history_page(document))),
+        ("--html", args.html, lambda p: atomic_write_text(p, render_report(document))),
     ):
         if path is None:
             continue

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 from markupsafe import Markup, escape
 
+from ..report.history import HistoryPoint, HistorySeries
 from .format import human, seconds
 from .svg import nice_ticks
 
@@ -32,9 +32,9 @@ def _f(x: float) -> str:
     return f"{x:.1f}"
 
 
-def anchor(sha: str) -> str:
-    """The id of a commit's row in the page's commit table."""
-    return f"c-{sha[:12]}"
+def anchor(sha: str, prefix: str = "") -> str:
+    """The id of a commit's row in the page's commit table (``prefix``: the report's)."""
+    return f"{prefix}c-{sha[:12]}"
 
 
 def display(value: float, unit: str) -> str:
@@ -42,9 +42,8 @@ def display(value: float, unit: str) -> str:
     return human(value, "bytes" if unit == "B" else unit)
 
 
-def _bounds(points: list[dict[str, Any]]) -> tuple[float, float]:
-    values = [float(p[k]) for p in points for k in ("value", "low", "high")
-              if p.get(k) is not None and math.isfinite(float(p[k]))]  # fmt: skip
+def _bounds(points: list[HistoryPoint]) -> tuple[float, float]:
+    values = [v for p in points for v in (p.value, p.low, p.high) if v is not None]
     if not values:
         return 0.0, 1.0
     low, high = min(values), max(values)
@@ -54,7 +53,7 @@ def _bounds(points: list[dict[str, Any]]) -> tuple[float, float]:
     return low, high + pad
 
 
-def axis(points: list[dict[str, Any]], unit: str) -> tuple[list[float], list[str]]:
+def axis(points: list[HistoryPoint], unit: str) -> tuple[list[float], list[str]]:
     """Round ticks over the values and intervals, and their labels."""
     low, high = _bounds(points)
     if unit == "B":  # ticks round in the binary unit they are labelled in
@@ -86,14 +85,16 @@ class _Frame:
         return TOP + self.plot_h - (value - self.y0) / span * self.plot_h
 
 
-def chart(series: dict[str, Any], count: int, commits: Callable[[str], int]) -> Markup:
-    """The SVG of one series over ``count`` commits (``commits``: sha -> its index)."""
-    points: list[dict[str, Any]] = series["points"]
-    unit = series["unit"]
+def chart(
+    series: HistorySeries, count: int, commits: Callable[[str], int], prefix: str = ""
+) -> Markup:
+    """The SVG of one series over ``count`` commits (``commits``: sha -> its index); each
+    point links to its commit's row (ids under ``prefix``)."""
+    points, unit = series.points, series.unit
     ticks, labels = axis(points, unit)
     fr = _Frame(ticks, labels, count)
     out = [f'<svg class="chart" viewBox="0 0 {W} {H}" role="img" '
-           f'aria-label="{_e(series["metric"])} over {count} commits">']  # fmt: skip
+           f'aria-label="{_e(series.metric)} over {count} commits">']  # fmt: skip
     for tick, label in zip(ticks, labels, strict=True):
         y = _f(fr.y(tick))
         out.append(
@@ -105,7 +106,7 @@ def chart(series: dict[str, Any], count: int, commits: Callable[[str], int]) -> 
     out += _bands(series, fr)
     out += _breaks(series, fr)
     out += _lines(series, fr)
-    out += _markers(points, unit, fr)
+    out += _markers(points, unit, fr, prefix)
     out.append(
         f'<text class="tick" x="{_f(fr.left + fr.plot_w / 2)}" y="{H - 8}" '
         f'text-anchor="middle">commits, oldest to newest ({count})</text></svg>'
@@ -113,15 +114,14 @@ def chart(series: dict[str, Any], count: int, commits: Callable[[str], int]) -> 
     return Markup("".join(out))
 
 
-def _step_ranges(series: dict[str, Any], fr: _Frame, commits: Callable[[str], int]) -> list[str]:
+def _step_ranges(series: HistorySeries, fr: _Frame, commits: Callable[[str], int]) -> list[str]:
     out = []
-    for s in series["steps"]:
-        a, b = commits(s["before"]), commits(s["after"])
-        kind = "steprange suspect" if s.get("suspect") else "steprange"
-        what = "suspect step (needs a quiet rerun)" if s.get("suspect") else "step"
-        title = (
-            f"{what} x{s['ratio']:.3g} in {len(s['commits'])} commit(s) after {s['before'][:10]}"
-        )
+    for s in series.steps:
+        a, b = commits(s.before), commits(s.after)
+        kind = "steprange suspect" if s.suspect else "steprange"
+        what = "suspect step (needs a quiet rerun)" if s.suspect else "step"
+        ratio = f"x{s.ratio:.3g}" if s.ratio is not None else "unbounded"
+        title = f"{what} {ratio} in {len(s.commits)} commit(s) after {s.before[:10]}"
         out.append(
             f'<rect class="{kind}" x="{_f(fr.x(a))}" y="{TOP}" '
             f'width="{_f(max(fr.x(b) - fr.x(a), 2))}" height="{_f(fr.plot_h)}">'
@@ -130,51 +130,47 @@ def _step_ranges(series: dict[str, Any], fr: _Frame, commits: Callable[[str], in
     return out
 
 
-def _segment_points(series: dict[str, Any]) -> list[list[dict[str, Any]]]:
-    points = series["points"]
-    return [points[g["start"] : g["stop"]] for g in series["segments"]]
+def _segment_points(series: HistorySeries) -> list[list[HistoryPoint]]:
+    return [series.points[g.start : g.stop] for g in series.segments]
 
 
-def _bands(series: dict[str, Any], fr: _Frame) -> list[str]:
+def _bands(series: HistorySeries, fr: _Frame) -> list[str]:
     """One interval band per run of points that state an interval, inside one segment."""
     out = []
     for segment in _segment_points(series):
-        run: list[dict[str, Any]] = []
+        run: list[tuple[float, float, float]] = []  # x, y of the high end, y of the low end
         for p in [*segment, None]:
-            if p is not None and p.get("low") is not None and p["status"] == "complete":
-                run.append(p)
+            banded = p is not None and p.status == "complete"
+            if banded and p is not None and p.low is not None and p.high is not None:
+                run.append((fr.x(p.index), fr.y(p.high), fr.y(p.low)))
                 continue
             if run:
-                out.append(_band(run, fr))
+                out.append(_band(run))
             run = []
     return out
 
 
-def _band(run: list[dict[str, Any]], fr: _Frame) -> str:
+def _band(run: list[tuple[float, float, float]]) -> str:
     if len(run) == 1:  # one point: a short vertical bar
-        x, p = fr.x(run[0]["index"]), run[0]
-        upper = [f"{_f(x - 3)},{_f(fr.y(p['high']))}", f"{_f(x + 3)},{_f(fr.y(p['high']))}"]
-        lower = [f"{_f(x + 3)},{_f(fr.y(p['low']))}", f"{_f(x - 3)},{_f(fr.y(p['low']))}"]
-    else:
-        upper = [f"{_f(fr.x(q['index']))},{_f(fr.y(q['high']))}" for q in run]
-        lower = [f"{_f(fr.x(q['index']))},{_f(fr.y(q['low']))}" for q in reversed(run)]
+        x, high, low = run[0]
+        run = [(x - 3, high, low), (x + 3, high, low)]
+    upper = [f"{_f(x)},{_f(high)}" for x, high, _ in run]
+    lower = [f"{_f(x)},{_f(low)}" for x, _, low in reversed(run)]
     return f'<polygon class="band" points="{" ".join(upper + lower)}"/>'
 
 
-def _breaks(series: dict[str, Any], fr: _Frame) -> list[str]:
+def _breaks(series: HistorySeries, fr: _Frame) -> list[str]:
     out = []
-    points = series["points"]
-    for segment in series["segments"][1:]:
-        start = segment["start"]
-        x = (fr.x(points[start - 1]["index"]) + fr.x(points[start]["index"])) / 2
-        what = "; ".join(segment["change"]) or "comparability changed"
+    for segment in series.segments[1:]:
+        x = fr.x(segment.start - 0.5)  # halfway between the two segments' commits
+        what = "; ".join(segment.change) or "comparability changed"
         right = x > W - RIGHT - 90  # near the right edge the label goes left of the line
         tx, anchor_ = (x - 3, "end") if right else (x + 3, "start")
         out.append(
             f'<g><title>new segment: {_e(what)}</title><line class="brk" x1="{_f(x)}" '
             f'y1="{TOP}" x2="{_f(x)}" y2="{_f(TOP + fr.plot_h)}"/><text class="tick" '
             f'x="{_f(tx)}" y="{TOP + 10}" text-anchor="{anchor_}">'
-            f"{_e(break_label(segment['change']))}</text></g>"
+            f"{_e(break_label(segment.change))}</text></g>"
         )
     return out
 
@@ -184,47 +180,44 @@ def break_label(change: list[str]) -> str:
     return "env changed" if "env" in fields else (", ".join(fields) or "break") + " changed"
 
 
-def _lines(series: dict[str, Any], fr: _Frame) -> list[str]:
+def _lines(series: HistorySeries, fr: _Frame) -> list[str]:
     """One polyline per segment through its complete points: never across a break."""
     out = []
     for segment in _segment_points(series):
-        line = [f"{_f(fr.x(p['index']))},{_f(fr.y(p['value']))}" for p in segment
-                if p["status"] == "complete" and p.get("value") is not None]  # fmt: skip
+        line = [f"{_f(fr.x(p.index))},{_f(fr.y(p.value))}" for p in segment
+                if p.status == "complete" and p.value is not None]  # fmt: skip
         if len(line) > 1:
             out.append(f'<polyline class="ln s0" points="{" ".join(line)}"/>')
     return out
 
 
-def point_title(p: dict[str, Any], unit: str) -> str:
+def point_title(p: HistoryPoint, unit: str) -> str:
     """A point's hover text: status, value, interval, warnings, and why."""
-    value = p.get("value")
-    shown = display(float(value), unit) if value is not None else "no value"
-    bound = "≥ " if p["status"] == "partial" else ""
-    title = f"{p['commit'][:10]}: {p['status']} {bound}{shown}"
-    if p.get("low") is not None:
-        title += f" [{display(p['low'], unit)}, {display(p['high'], unit)}]"
-    if p.get("warnings"):
-        title += f"; warnings: {', '.join(p['warnings'])}"
-    for key in ("evidence", "note"):
-        if p.get(key):
-            title += f"; {p[key]}"
+    shown = display(p.value, unit) if p.value is not None else "no value"
+    bound = "≥ " if p.status == "partial" else ""
+    title = f"{p.commit[:10]}: {p.status} {bound}{shown}"
+    if p.low is not None and p.high is not None:
+        title += f" [{display(p.low, unit)}, {display(p.high, unit)}]"
+    if p.warnings:
+        title += f"; warnings: {', '.join(p.warnings)}"
+    for words in (p.evidence, p.note):
+        if words:
+            title += f"; {words}"
     return title
 
 
-def _markers(points: list[dict[str, Any]], unit: str, fr: _Frame) -> list[str]:
+def _markers(points: list[HistoryPoint], unit: str, fr: _Frame, prefix: str) -> list[str]:
     out = []
     floor_y = TOP + fr.plot_h
     for p in points:
-        x = fr.x(p["index"])
-        value = p.get("value")
-        if p["status"] == "unavailable" or value is None:
+        x = fr.x(p.index)
+        if p.status == "unavailable" or p.value is None:
             mark = f'<path class="na" d="M{_f(x - 4)},{_f(floor_y - 8)}l8,8m0,-8l-8,8"/>'
         else:
-            solid = p["status"] == "complete" and p.get("clean", False)
-            hollow = "" if solid else " hollow"
-            mark = f'<circle class="mk s0{hollow}" cx="{_f(x)}" cy="{_f(fr.y(value))}" r="3.5"/>'
+            hollow = "" if p.status == "complete" and p.clean else " hollow"
+            mark = f'<circle class="mk s0{hollow}" cx="{_f(x)}" cy="{_f(fr.y(p.value))}" r="3.5"/>'
         out.append(
-            f'<a href="#{anchor(p["commit"])}" class="pt pt-{_e(p["status"])}">'
+            f'<a href="#{anchor(p.commit, prefix)}" class="pt pt-{_e(p.status)}">'
             f"<title>{_e(point_title(p, unit))}</title>{mark}</a>"
         )
     return out

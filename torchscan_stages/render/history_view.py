@@ -1,6 +1,7 @@
 """The history page: steps first, then the headline metrics' charts, flat series folded.
 
-Consumes the history document (``torchscan_stages.history.history_document``, plain JSON):
+Consumes the history report (``report.history.HistoryReport``, as
+``torchscan_stages.history.history_document`` builds it or ``load_report`` reads it):
 render never imports the history package. Like every page: no script, no fonts, no
 network; every string is escaped here. Confident steps and suspect ones (resting on weak
 points: "needs a quiet rerun", with the command) are listed apart; the charts come in the
@@ -11,10 +12,10 @@ did not move over the range are folded under one disclosure. Each chart is
 
 from __future__ import annotations
 
-from typing import Any
-
 from markupsafe import Markup, escape
 
+from ..report import Status
+from ..report.history import HistoryReport, HistorySeries, HistoryStep
 from .history_chart import anchor, chart
 
 _CSS = """
@@ -43,64 +44,64 @@ def _e(text: object) -> str:
     return str(escape(str(text)))
 
 
-def _rank(series: dict[str, Any]) -> tuple[int, int, str]:
+def _rank(series: HistorySeries) -> tuple[int, int, str]:
     """Headline metrics first: latency and throughput, peaks, FLOPs, then the rest."""
-    name = series["name"]
+    name = series.name
     if name in _LATENCY:
-        return (0, _LATENCY.index(name), series["metric"])
+        return (0, _LATENCY.index(name), series.metric)
     for rank, test in enumerate(
         (lambda n: n.startswith("peak_"), lambda n: "flops" in n or "macs" in n,
          lambda n: "parameters" in n, lambda n: n.endswith("_ratio")),
         start=1,
     ):  # fmt: skip
         if test(name):
-            return (rank, 0, series["metric"])
-    return (9, 0, series["metric"])
+            return (rank, 0, series.metric)
+    return (9, 0, series.metric)
 
 
-def is_flat(series: dict[str, Any]) -> bool:
+def is_flat(series: HistorySeries) -> bool:
     """No step and one value for every complete point (or none at all): nothing to read."""
-    values = {p.get("value") for p in series["points"] if p["status"] == "complete"}
-    return not series["steps"] and len(values) <= 1
+    values = {p.value for p in series.points if p.status == "complete"}
+    return not series.steps and len(values) <= 1
 
 
-def _where(s: dict[str, Any]) -> str:
-    commits = " ".join(f'<a href="#{anchor(c)}">{_e(c[:10])}</a>' for c in s["commits"][:6])
-    more = f" (+{len(s['commits']) - 6})" if len(s["commits"]) > 6 else ""
-    single = "one commit" if s["single_commit"] else "bisect to narrow"
+def _where(s: HistoryStep, p: str) -> str:
+    commits = " ".join(f'<a href="#{anchor(c, p)}">{_e(c[:10])}</a>' for c in s.commits[:6])
+    more = f" (+{len(s.commits) - 6})" if len(s.commits) > 6 else ""
+    single = "one commit" if s.single_commit else "bisect to narrow"
     return f"{commits}{_e(more)} <span class='note'>({single})</span>"
 
 
-def _ratio(s: dict[str, Any]) -> str:
+def _ratio(s: HistoryStep) -> str:
     def num(x: float | None) -> str:
         return "unbounded" if x is None else f"{x:.4g}"
 
-    return f"x{num(s['ratio'])} [{num(s['ci_low'])}, {num(s['ci_high'])}]"
+    return f"x{num(s.ratio)} [{num(s.ci_low)}, {num(s.ci_high)}]"
 
 
-def _evidence(s: dict[str, Any]) -> str:
-    if not s.get("suspect"):
+def _evidence(s: HistoryStep) -> str:
+    if not s.suspect:
         return "confident (clean points)"
-    rests = ", ".join(c[:10] for c in s["rests_on"][:6])
-    more = f" (+{len(s['rests_on']) - 6})" if len(s["rests_on"]) > 6 else ""
+    rests = ", ".join(c[:10] for c in s.rests_on[:6])
+    more = f" (+{len(s.rests_on) - 6})" if len(s.rests_on) > 6 else ""
     return (
         f"<b>suspect: needs a quiet rerun</b>; rests on weak point(s) at {_e(rests + more)} "
-        f"({_e(', '.join(s['warnings']))})<details><summary>rerun command</summary>"
-        f"<pre>{_e(s['rerun'])}</pre></details>"
+        f"({_e(', '.join(s.warnings))})<details><summary>rerun command</summary>"
+        f"<pre>{_e(s.rerun or '')}</pre></details>"
     )
 
 
-def _steps_table(steps: list[dict[str, Any]]) -> str:
+def _steps_table(steps: list[HistoryStep], p: str) -> str:
     if not steps:
         return "<p>No step in any series.</p>"
-    ordered = sorted(steps, key=lambda s: bool(s.get("suspect")))  # confident ones first
+    ordered = sorted(steps, key=lambda s: s.suspect)  # confident ones first
     rows = []
     for s in ordered:
-        beyond = {None: "not set", True: "yes", False: "no"}[s["beyond_min_effect"]]
+        beyond = {None: "not set", True: "yes", False: "no"}[s.beyond_min_effect]
         rows.append(
-            f"<tr><td>{_e(s['metric'])}</td><td>{_where(s)}</td>"
+            f"<tr><td>{_e(s.metric)}</td><td>{_where(s, p)}</td>"
             f"<td class='num'>{_e(_ratio(s))}</td>"
-            f"<td>{_e(s['direction'])}{' (worse)' if s['worse'] else ''}</td>"
+            f"<td>{_e(s.direction)}{' (worse)' if s.worse else ''}</td>"
             f"<td>{_evidence(s)}</td><td>{beyond}</td></tr>"
         )
     head = (
@@ -110,11 +111,11 @@ def _steps_table(steps: list[dict[str, Any]]) -> str:
     return f"<table class='hist steps'><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def _commits_table(document: dict[str, Any]) -> str:
+def _commits_table(report: HistoryReport, p: str) -> str:
     rows = [
-        f"<tr id='{anchor(c['sha'])}'><td class='num'>{i}</td><td class='mono'>{_e(c['sha'])}</td>"
-        f"<td>{_e(c['subject'])}</td></tr>"
-        for i, c in enumerate(document["commits"])
+        f"<tr id='{anchor(c.sha, p)}'><td class='num'>{i}</td><td class='mono'>{_e(c.sha)}</td>"
+        f"<td>{_e(c.subject)}</td></tr>"
+        for i, c in enumerate(report.commits)
     ]
     head = "<tr><th>#</th><th>commit</th><th>subject</th></tr>"
     return (
@@ -122,80 +123,68 @@ def _commits_table(document: dict[str, Any]) -> str:
     )
 
 
-def _series_block(document: dict[str, Any], n: int, series: dict[str, Any]) -> str:
-    count = len(document["commits"])
-    index = {c["sha"]: i for i, c in enumerate(document["commits"])}
+def _series_block(report: HistoryReport, n: int, series: HistorySeries, p: str, h: int) -> str:
+    index = {c.sha: i for i, c in enumerate(report.commits)}
     parts = [
-        f"<h3 id='m{n}'>{_e(series['metric'])} ({_e(series['unit'] or 'no unit')})</h3>",
-        str(chart(series, count, index.__getitem__)),
+        f"<h{h} id='{p}m{n}'>{_e(series.metric)} ({_e(series.unit or 'no unit')})</h{h}>",
+        str(chart(series, len(report.commits), index.__getitem__, p)),
     ]
-    for segment in series["segments"][1:]:
-        first = document["commits"][series["points"][segment["start"]]["index"]]["sha"]
-        link = f"<a href='#{anchor(first)}'>{_e(first[:10])}</a>"
+    for segment in series.segments[1:]:
+        first = report.commits[segment.start].sha
+        link = f"<a href='#{anchor(first, p)}'>{_e(first[:10])}</a>"
         parts.append(
             f"<p class='chart-note'>Break before {link}: "
-            f"{_e('; '.join(segment['change']))} (a new segment; never joined)</p>"
+            f"{_e('; '.join(segment.change))} (a new segment; never joined)</p>"
         )
     return "".join(parts)
 
 
-def _charts(document: dict[str, Any]) -> list[str]:
-    ordered = sorted(enumerate(document["series"]), key=lambda item: _rank(item[1]))
+def _charts(report: HistoryReport, p: str, h: int) -> list[str]:
+    ordered = sorted(enumerate(report.series), key=lambda item: _rank(item[1]))
     moving = [(n, s) for n, s in ordered if not is_flat(s)]
     flat = [(n, s) for n, s in ordered if is_flat(s)]
     parts = [f"<p class='note'>{_e(_LEGEND)}</p>"]
-    parts += [_series_block(document, n, s) for n, s in moving]
+    parts += [_series_block(report, n, s, p, h) for n, s in moving]
     if flat:
-        names = ", ".join(s["metric"] for _, s in flat)
+        names = ", ".join(s.metric for _, s in flat)
         parts.append(
             f"<details class='flat'><summary>{len(flat)} series that did not change over "
             f"these commits: {_e(names)}</summary>"
-            + "".join(_series_block(document, n, s) for n, s in flat)
+            + "".join(_series_block(report, n, s, p, h) for n, s in flat)
             + "</details>"
         )
     return parts
 
 
-def history_body(document: dict[str, Any]) -> Markup:
-    """The page body: summary and steps first, then a chart per metric, then the commits."""
-    count = len(document["commits"])
-    steps = document["steps"]
-    suspect = sum(1 for s in steps if s.get("suspect"))
-    note = document.get("range_note")
+def history_body(report: HistoryReport, p: str = "", h: int = 1) -> Markup:
+    """The report's own sections under the page's header and status: the range and step
+    counts, the steps, a chart per metric, the commits (ids under ``p``, headings from
+    level ``h + 1``)."""
+    suspect = sum(1 for s in report.steps if s.suspect)
+    note = report.range_note
     parts = [
         f"<style>{_CSS}</style>",
-        f"<p class='kind'>History</p><h1>{_e(document['rev_range'])}</h1>",
-        f"<div class='status'><p>{count} commits, {len(document['series'])} series, "
-        f"{len(steps) - suspect} confident step(s), {suspect} suspect (resting on weak points: "
-        f"need a quiet rerun); {document.get('reports_read', 0)} full report(s) read from "
-        "the DVC cache.</p>"
-        + (f"<p class='note'>Range: {_e(note)}.</p>" if note else "")
-        + "</div>",
-        "<h2 id='steps'>Steps</h2>",
-        _steps_table(steps),
-        "<h2 id='charts'>Metrics over commits</h2>",
-        *_charts(document),
-        "<h2 id='commits'>Commits</h2>",
-        _commits_table(document),
+        f"<p>{len(report.commits)} commits, {len(report.series)} series, "
+        f"{len(report.steps) - suspect} confident step(s), {suspect} suspect (resting on weak "
+        f"points: need a quiet rerun); {report.reports_read} full report(s) read from "
+        "the DVC cache.</p>",
+        f"<p class='note'>Range: {_e(note)}.</p>" if note else "",
+        f"<h{h + 1} id='{p}steps'>Steps</h{h + 1}>",
+        _steps_table(report.steps, p),
+        f"<h{h + 1} id='{p}charts'>Metrics over commits</h{h + 1}>",
+        *_charts(report, p, h + 2),
+        f"<h{h + 1} id='{p}commits'>Commits</h{h + 1}>",
+        _commits_table(report, p),
     ]
-    prov = document.get("provenance") or {}
-    parts.append(
-        "<details class='prov'><summary>Provenance</summary>"
-        f"<pre>{_e(_prov_text(prov))}</pre></details>"
-    )
     return Markup("".join(parts))
 
 
-def _prov_text(prov: dict[str, Any]) -> str:
-    keys = ("package_version", "torch_version", "env_hash")
-    return "\n".join(f"{k}: {prov.get(k)}" for k in keys)
+def history_status(report: HistoryReport) -> Status:
+    """complete when every point is clean, unavailable when none has a value, else partial."""
+    points = [p for s in report.series for p in s.points]
+    if not any(p.value is not None for p in points):
+        return "unavailable"
+    return "complete" if all(p.clean for p in points) else "partial"
 
 
-def history_page(document: dict[str, Any]) -> str:
-    """The whole offline page of a history document."""
-    from .html import _page  # the page every report kind shares (same package)
-
-    return _page(f"History {document['rev_range']}", history_body(document))
-
-
-__all__ = ["history_body", "history_page", "is_flat"]
+__all__ = ["history_body", "history_status", "is_flat"]
