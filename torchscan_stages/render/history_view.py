@@ -26,7 +26,7 @@ svg .steprange.suspect{fill:var(--na);opacity:.12}
 svg .na{stroke:var(--na);stroke-width:2}
 table.hist{border-collapse:collapse;margin:.6em 0;max-width:100%}
 .hist td,.hist th{border:1px solid var(--line);padding:3px 7px;text-align:left;
-vertical-align:top;overflow-wrap:anywhere}
+vertical-align:top}.hist th{white-space:nowrap}.hist td.txt{overflow-wrap:anywhere}
 .hist td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .hist pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.3em 0;font-size:.8rem}
 tr:target{background:var(--info-bg)}
@@ -65,6 +65,11 @@ def is_flat(series: HistorySeries) -> bool:
     return not series.steps and len(values) <= 1
 
 
+def _breakable(name: str) -> str:
+    """A metric name that may wrap after ``/`` and ``_``, never mid-word."""
+    return _e(name).replace("/", "/<wbr>").replace("_", "_<wbr>")
+
+
 def _where(s: HistoryStep, p: str) -> str:
     commits = " ".join(f'<a href="#{anchor(c, p)}">{_e(c[:10])}</a>' for c in s.commits[:6])
     more = f" (+{len(s.commits) - 6})" if len(s.commits) > 6 else ""
@@ -99,10 +104,10 @@ def _steps_table(steps: list[HistoryStep], p: str) -> str:
     for s in ordered:
         beyond = {None: "not set", True: "yes", False: "no"}[s.beyond_min_effect]
         rows.append(
-            f"<tr><td>{_e(s.metric)}</td><td>{_where(s, p)}</td>"
+            f"<tr><td>{_breakable(s.metric)}</td><td>{_where(s, p)}</td>"
             f"<td class='num'>{_e(_ratio(s))}</td>"
             f"<td>{_e(s.direction)}{' (worse)' if s.worse else ''}</td>"
-            f"<td>{_evidence(s)}</td><td>{beyond}</td></tr>"
+            f"<td class='txt'>{_evidence(s)}</td><td>{beyond}</td></tr>"
         )
     head = (
         "<tr><th>metric</th><th>commit range</th><th>ratio [interval]</th><th>direction</th>"
@@ -114,7 +119,7 @@ def _steps_table(steps: list[HistoryStep], p: str) -> str:
 def _commits_table(report: HistoryReport, p: str) -> str:
     rows = [
         f"<tr id='{anchor(c.sha, p)}'><td class='num'>{i}</td><td class='mono'>{_e(c.sha)}</td>"
-        f"<td>{_e(c.subject)}</td></tr>"
+        f"<td class='txt'>{_e(c.subject)}</td></tr>"
         for i, c in enumerate(report.commits)
     ]
     head = "<tr><th>#</th><th>commit</th><th>subject</th></tr>"
@@ -187,4 +192,23 @@ def history_status(report: HistoryReport) -> Status:
     return "complete" if all(p.clean for p in points) else "partial"
 
 
-__all__ = ["history_body", "history_status", "is_flat"]
+def history_status_note(report: HistoryReport) -> str:
+    """What the status means for a history (the generic words speak of lower bounds)."""
+    points = [p for s in report.series for p in s.points]
+    weak = sum(1 for p in points if p.status == "complete" and not p.clean)
+    missing = sum(1 for p in points if p.status != "complete")
+    suspect = sum(1 for s in report.steps if s.suspect)
+    if not points:
+        return "no metric was found in these commits."
+    words = [f"{len(points) - weak - missing} of {len(points)} points are clean"]
+    if weak:
+        words.append(f"{weak} rest on weak evidence (a validity warning, or none recorded): "
+                     "drawn hollow, never in a confident step")  # fmt: skip
+    if missing:
+        words.append(f"{missing} are partial or unavailable (hover for why)")
+    if suspect:
+        words.append(f"{suspect} suspect step(s) need a quiet rerun")
+    return "; ".join(words) + "."
+
+
+__all__ = ["history_body", "history_status", "history_status_note", "is_flat"]

@@ -54,7 +54,7 @@ from .common import (
     shared_provenance,
 )
 from .format import describe_value, humanize_text, metric_cell
-from .history_view import history_body, history_status
+from .history_view import history_body, history_status, history_status_note
 from .prediction_view import prediction_view
 from .sweep_view import sweep_view
 from .tree_data import RUN_MIN, script_json, tree_data
@@ -267,7 +267,11 @@ def _view(report: AnyReport) -> dict[str, Any]:
     if isinstance(report, PredictionReport):
         return {"pred": prediction_view(report)}
     if isinstance(report, HistoryReport):
-        return {"hist": functools.partial(history_body, report)}  # the template gives p, h
+        # the template gives the ids' prefix and the heading level
+        return {
+            "hist": functools.partial(history_body, report),
+            "note": history_status_note(report),
+        }
     return {"cmp": comparison_view(report)}
 
 
