@@ -11,6 +11,7 @@ sequence has clean points and a real x1.3 slowdown at commit 2: one confident st
 
 from __future__ import annotations
 
+import random
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,17 @@ import pytest
 from synthetic import fast_repo, lock, metrics, sidecar
 
 from torchscan_stages.commands.history import main
-from torchscan_stages.history import detect_steps, gate_failures, history_document, read_history
+from torchscan_stages.history import (
+    Commit,
+    History,
+    Point,
+    Segment,
+    Series,
+    detect_steps,
+    gate_failures,
+    history_document,
+    read_history,
+)
 from torchscan_stages.render import render_report
 
 SRC = "x = 1\n"
@@ -172,3 +183,36 @@ def test_the_page_draws_weak_points_hollow_with_their_warnings(
     assert page.count('class="mk s0 hollow"') >= 3  # the warned median, throughput, ratio
     assert "too_few_blocks, timing_backstop, loaded_host" in page
     assert "suspect: needs a quiet rerun" in page
+
+
+def _synthetic_history(values: list[float], weak: set[int]) -> History:
+    """One series of ``values`` at commits 0..n-1 in one segment; ``weak`` points warned."""
+    commits = [Commit(f"{i:040x}", (), 1_700_000_000 + i, f"c{i}") for i in range(len(values))]
+    points = [
+        Point(c.sha, i, "complete", v, clean=i not in weak,
+              warnings=["loaded_host"] if i in weak else [])
+        for i, (c, v) in enumerate(zip(commits, values, strict=True))
+    ]  # fmt: skip
+    series = Series(MEDIAN, "latency", "warmed_median_s", "s", points)
+    series.segments = [Segment(0, len(points), {"env": "a"})]
+    return History("/repo", "HEAD", commits, [series])
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_weak_outliers_never_make_a_confident_step_nor_hide_a_real_one(seed: int) -> None:
+    # 40 points, 5% noise, a true x1.3 from point 20; 8 random points measured on a loaded
+    # host read 2-10x slow. Confident: exactly the x1.3, within 10%; every suspect step
+    # rests on warned points only.
+    rng = random.Random(seed)
+    values = [(100.0 if i < 20 else 130.0) * (1 + 0.05 * rng.gauss(0, 1)) for i in range(40)]
+    weak = set(rng.sample(range(40), 8))
+    for i in weak:
+        values[i] *= rng.uniform(2.0, 10.0)
+    history = _synthetic_history(values, weak)
+    steps = detect_steps(history)
+    confident = [s for s in steps if not s.suspect]
+    assert len(confident) == 1 and 1.17 < confident[0].ratio < 1.43, confident
+    shas = [c.sha for c in history.commits]
+    assert shas[20] in confident[0].commits  # the range holds the planted commit
+    weak_shas = {shas[i] for i in weak}
+    assert all(s.rests_on and set(s.rests_on) <= weak_shas for s in steps if s.suspect)
