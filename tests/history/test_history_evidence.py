@@ -152,6 +152,8 @@ def test_results_without_evidence_are_weak_and_said_so(tmp_path: Path) -> None:
     steps = detect_steps(history, min_effect=0.1)
     assert steps and all(s.suspect for s in steps) and gate_failures(steps) == []
     assert steps[0].warnings == ["evidence_not_recorded"] and len(steps[0].rests_on) == 12
+    # the rerun measures the two commits that decide the step, not all twelve
+    assert f"for c in {shas[5][:12]} {shas[6][:12]};" in (steps[0].rerun or "")
 
 
 def test_a_warned_spike_beside_a_real_step(tmp_path: Path) -> None:

@@ -137,9 +137,22 @@ def _suspects(
         step.suspect, step.beyond_min_effect = True, None
         step.rests_on = [p.commit for p in weak]
         step.warnings = list(dict.fromkeys(w for p in weak for w in p.warnings))
-        step.rerun = rerun_command(history.repo, series.stage, step.rests_on)
+        deciding = _deciding(fitted, fit, first, last)
+        step.rerun = rerun_command(history.repo, series.stage, [p.commit for p in deciding])
         out.append(step)
     return out
+
+
+def _deciding(fitted: list[Point], fit: FitStep, first: int, last: int) -> list[Point]:
+    """The weak points whose quiet rerun decides the step: its two sides where weak, else
+    the weak point nearest it on each side (a whole history without evidence is never
+    rerun commit by commit)."""
+    sides = [fitted[fit.before], fitted[fit.after]]
+    if any(not p.clean for p in sides):
+        return [p for p in sides if not p.clean]
+    before = next((p for p in reversed(fitted[first : fit.before]) if not p.clean), None)
+    after = next((p for p in fitted[fit.after + 1 : last + 1] if not p.clean), None)
+    return [p for p in (before, after) if p is not None]
 
 
 def _overlap(a: Step, b: Step) -> bool:
