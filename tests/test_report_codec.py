@@ -91,7 +91,9 @@ def _every_kind() -> dict[str, Any]:
         "structure": crawl_module(model, (3,), mode="structure"),
         "flops": measure_flops(lambda: model(torch.randn(2, 3))),
         "memory": measure_peak_memory(lambda: model(torch.randn(2, 3))),
-        "latency": measure_latency(clock.workload(0.002, noise=0.1), clock=clock, work_units=4),
+        "latency": measure_latency(
+            clock.workload(0.002, noise=0.1), options={"clock": clock}, work_units=4
+        ),
         "rss": measure_peak_rss([sys.executable, "-c", rss_code], timeout=60),
         "profile": profile_workload(lambda: model(torch.randn(2, 3)), row_limit=5),
         "report_diff": compare_reports(analysis, wider),
