@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from signal_defaults import python_sigint
+from signal_defaults import child_default_signals
 
 import torchscan_stages.measure.rss_phases as rss_phases_module
 from torchscan_stages.measure.rss import measure_peak_rss
@@ -246,16 +246,15 @@ def test_signal_to_parent_kills_the_child(tmp_path: Path, signum: int) -> None:
     The child runs in its own session, so nothing but measure_peak_rss can kill it.
     """
     pid_file = tmp_path / "child.pid"
-    # the parent starts with Ctrl-C's default (Python's KeyboardInterrupt), not an inherited
-    # SIG_IGN; `with` closes its stderr pipe on every way out
-    with (
-        python_sigint(),
-        subprocess.Popen(
-            [sys.executable, "-c", PARENT, str(pid_file)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        ) as parent,
-    ):
+    # the parent starts with each signal at its default (Ctrl-C: Python's KeyboardInterrupt),
+    # not a SIG_IGN the suite inherited from `nohup` or a background shell, which would stay
+    # ignored through exec; `with` closes its stderr pipe on every way out
+    with subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(pid_file)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=child_default_signals,  # in the forked child only: the suite keeps its own
+    ) as parent:
         try:
             for _ in range(1200):  # bounded wait (1200 x 50 ms) for torch's import and the child
                 if pid_file.exists() and pid_file.read_text():
