@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from ..report import BaseReport, MetricResult, RunContext
 
 WORKLOAD_KEYS = ("model", "input", "device", "precision", "threads", "seed")
+# What a counting stage (crawl, flops, memory, predict) reads: the workload without
+# ``threads``, which changes how fast it runs, never what it counts; so changing ``threads``
+# reruns only the stages that time (dvc.yaml's params lists are these keys).
+COUNT_KEYS = tuple(key for key in WORKLOAD_KEYS if key != "threads")
 EXIT_CONFIG_ERROR = 2
 
 
@@ -415,6 +419,7 @@ def record_execution(report: Any, precision: Any) -> None:
 
 
 __all__ = [
+    "COUNT_KEYS",
     "EXIT_CONFIG_ERROR",
     "EXIT_OUTPUT_ERROR",
     "WORKLOAD_KEYS",
