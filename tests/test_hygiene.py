@@ -192,19 +192,19 @@ def test_an_error_while_measuring_rss_leaves_no_child(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Any exception in the measuring loop (here: the sampler fails) still kills the child."""
-    import torchscan_stages.measure.rss as rss_module
+    import torchscan_stages.measure.rss_sampler as sampler_module
 
     pid_file = tmp_path / "child.pid"
     script = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
     script += "time.sleep(600)\n"
-    original = rss_module._Sampler.sample
+    original = sampler_module.Sampler.sample
 
     def failing_sample(self: Any) -> None:
         original(self)
         if pid_file.exists() and pid_file.read_text():
             raise RuntimeError("sampler failed")
 
-    monkeypatch.setattr(rss_module._Sampler, "sample", failing_sample)
+    monkeypatch.setattr(sampler_module.Sampler, "sample", failing_sample)
     before = _global_state()
     with pytest.raises(RuntimeError, match="sampler failed"):
         measure_peak_rss([sys.executable, "-c", script], timeout=600)

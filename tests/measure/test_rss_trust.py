@@ -57,6 +57,9 @@ def test_a_phase_claim_above_the_os_figure_is_never_complete() -> None:
     assert forged.name == "forged" and forged.peak_rss.status == "unavailable"
     (refused,) = [d for d in report.diagnostics if d.code == "rss_phase_above_os"]
     assert "claims a peak of 1000000000000000 bytes" in refused.message
+    # unwitnessed (a record naming no process): refused, but it could be a grandchild's
+    # true claim outside the handshake, so a warning; the peak is partial either way
+    assert refused.severity == "warning" and "did not witness it" in refused.message
 
 
 @linux_only
@@ -83,3 +86,15 @@ def test_a_setsid_grandchild_is_ended_on_timeout(tmp_path: Path) -> None:
         time.sleep(0.05)
     assert not _alive(grandchild)
     assert os.getpid() != grandchild
+
+
+@linux_only
+def test_a_witnessed_claim_above_the_parents_own_reading_is_an_error() -> None:
+    # a record naming the child itself: the parent reads that process's VmHWM (tens of MiB)
+    # and the claim of 10**15 bytes contradicts it, which is an error, not merely unseen
+    script = CLAIM.replace("'reset': False", "'reset': False, 'pid': os.getpid()")
+    report = measure_peak_rss([sys.executable, "-c", script], timeout=60)
+    assert report.rss is not None and report.rss.peak.status == "partial"
+    (refused,) = [d for d in report.diagnostics if d.code == "rss_phase_above_os"]
+    assert refused.severity == "error"
+    assert "above the parent's own reading of that process's VmHWM" in refused.message

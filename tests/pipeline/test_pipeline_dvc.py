@@ -25,6 +25,7 @@ from pipeline_checks import (
     ALWAYS,
     ENV_ONLY,
     MEASUREMENTS,
+    TIMED,
     changed_stages,
     commit,
     commit_as_the_readme_says,
@@ -87,7 +88,10 @@ def test_fresh_repro_runs_every_stage_and_reports_validate(reproduced: Reproduce
         assert provenance_run.seed == 0, name
         assert provenance_run.git_commit == commit_sha, name
         assert provenance_run.git_dirty is not None, name
-        assert "model" in provenance_run.config and "threads" in provenance_run.config, name
+        assert "model" in provenance_run.config, name
+        # threads: read (and recorded) by the stages that time only
+        timed = name in TIMED or name == "compare_diff"
+        assert ("threads" in provenance_run.config) == timed, name
     latency = load_report(repo / "reports" / "latency.json")
     assert set(latency.provenance.run.config) == {  # type: ignore[union-attr]
         "model",
@@ -182,6 +186,9 @@ def test_latency_setting_reruns_latency_and_dependents_only(repo: Path) -> None:
 
 def test_model_revision_bump_reruns_model_dependent_stages(repo: Path) -> None:
     original = (repo / "params.yaml").read_text()
+    set_params(repo, threads=2)  # how fast, not what is counted: only the timing stages
+    assert changed_stages(repo) == ALWAYS | TIMED
+    (repo / "params.yaml").write_text(original)
     set_params(repo, **{"model.revision": "2"})
     try:
         # every stage that builds the model has `model` among its params: all would rerun

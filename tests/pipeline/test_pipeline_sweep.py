@@ -66,9 +66,9 @@ def test_multirun_writes_a_report_per_job_and_summarises_only_that_sweep(
 )
 def test_sweep_through_launcher_plugins(tmp_path: Path, launcher: list[str]) -> None:
     sweep_dir = tmp_path / "sweep"
-    result = crawl_sweep(sweep_dir, *launcher, "threads=1,2")
+    result = crawl_sweep(sweep_dir, *launcher, "seed=1,2")  # crawl reads seed, not threads
     assert result.returncode == 0, result.stderr[-2000:]
     reports = sorted(sweep_dir.glob("[0-9]/reports/crawl.json"))
     assert [load_report(path).kind for path in reports] == ["analysis", "analysis"]
     summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
-    assert sorted((row["job"], row["threads"]) for row in summary["jobs"]) == [("0", 1), ("1", 2)]
+    assert sorted((row["job"], row["seed"]) for row in summary["jobs"]) == [("0", 1), ("1", 2)]

@@ -61,14 +61,14 @@ def test_a_second_clone_lists_pulled_experiments_and_restores_instead_of_measuri
     _sh(first, "git", "remote", "add", "origin", str(git_remote))
     _sh(first, "git", "push", "-q", "origin", "main")
     _sh(first, "dvc", "remote", "modify", "--local", "storage", "url", str(dvc_remote))
-    ran = _sh(first, "dvc", "exp", "run", "crawl", "-S", "threads=2", "-n", "t2")
+    ran = _sh(first, "dvc", "exp", "run", "crawl", "-S", "seed=2", "-n", "t2")
     assert "Running stage 'crawl'" in ran  # measured here, on the first machine
     _sh(first, "dvc", "exp", "push", "origin", "t2")  # git refs to origin, outputs to the remote
 
     _sh(tmp_path, "git", "clone", "-q", str(git_remote), str(second))
     _sh(second, "dvc", "remote", "modify", "--local", "storage", "url", str(dvc_remote))
     _sh(second, "dvc", "exp", "pull", "origin", "t2")  # the experiment and its cached outputs
-    assert _experiments(second)["t2"]["threads"] == 2  # the first clone's experiment is listed
+    assert _experiments(second)["t2"]["seed"] == 2  # the first clone's experiment is listed
     _sh(second, "dvc", "exp", "branch", "t2", "from-first")  # the experiment as a branch
     _sh(second, "git", "checkout", "-q", "from-first")
     _sh(second, "dvc", "checkout", "crawl")  # its outputs, from the pulled cache
@@ -78,4 +78,4 @@ def test_a_second_clone_lists_pulled_experiments_and_restores_instead_of_measuri
     restored = json.loads((second / "reports" / "crawl.json").read_text())
     # `dvc exp run` leaves t2's results in the first clone's workspace: the same report
     assert restored == json.loads((first / "reports" / "crawl.json").read_text())
-    assert restored["provenance"]["run"]["config"]["threads"] == 2
+    assert restored["provenance"]["run"]["config"]["seed"] == 2

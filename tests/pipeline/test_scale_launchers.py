@@ -1,4 +1,4 @@
-"""One 2 x 2 grid (precision x threads) through every launcher gives the same reports.
+"""One 2 x 2 grid (precision x seed) through every launcher gives the same reports.
 
 The Ray launcher runs against a local Ray cluster this test starts on 127.0.0.1 (small:
 2 CPUs, 100 MB object store) and stops in teardown. The grid runs the crawl stage: model
@@ -31,7 +31,7 @@ from pipeline_repo import PipelineRepos
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-GRID = ["precision=fp32,bf16", "threads=1,2"]
+GRID = ["precision=fp32,bf16", "seed=1,2"]  # crawl reads both (not threads: it times nothing)
 
 
 def _free_port() -> int:
@@ -164,8 +164,8 @@ def test_a_2x2_grid_gives_the_same_reports_through_every_launcher(
         for name, args in launchers.items()
     }
     basic = results["basic"]
-    assert len(basic) == 4  # 2 precisions x 2 thread counts, one report each
-    axes = sorted(dict(a)["precision"] + "/" + dict(a)["threads"] for a, _ in basic)
+    assert len(basic) == 4  # 2 precisions x 2 seeds, one report each
+    axes = sorted(dict(a)["precision"] + "/" + dict(a)["seed"] for a, _ in basic)
     assert axes == ["bf16/1", "bf16/2", "fp32/1", "fp32/2"]
     for name, found in results.items():
         assert found == basic, name  # same jobs, same figures, same statuses
@@ -180,7 +180,7 @@ def _run(cwd: Path, *cmd: str) -> str:
 
 
 def _queued_grid(repo: Path, pipeline_repos: PipelineRepos) -> set[tuple[Any, ...]]:
-    """The same grid as DVC experiments (queue, one worker): (precision, threads, metrics).
+    """The same grid as DVC experiments (queue, one worker): (precision, seed, metrics).
 
     From the reproduced pipeline with its outputs committed as the README says, as a user
     queues experiments: each starts from the committed dvc.lock and cache.
@@ -213,7 +213,7 @@ def _queued_grid(repo: Path, pipeline_repos: PipelineRepos) -> set[tuple[Any, ..
                 if params["crawl"]["mode"] == "bogus":
                     continue  # the failed one: listed by the sweep report below
                 precision = params["precision"]["name"]
-                found.add((precision, str(params["threads"]), tuple(sorted(metrics.items()))))
+                found.add((precision, str(params["seed"]), tuple(sorted(metrics.items()))))
     return found
 
 
@@ -223,13 +223,13 @@ def test_the_dvc_queue_gives_the_same_grid_as_a_multirun(
     summary = _sweep(tmp_path, "basic", [])
     multirun = {
         (
-            row["axes"]["precision"], row["axes"]["threads"],
+            row["axes"]["precision"], row["axes"]["seed"],
             tuple(sorted((k[len("crawl_"):], v) for k, v in row.items()
                          if k.startswith("crawl_"))),
         )
         for row in summary["jobs"]
     }  # fmt: skip
-    assert len(multirun) == 4  # 2 precisions x 2 thread counts
+    assert len(multirun) == 4  # 2 precisions x 2 seeds
     assert (
         _queued_grid(tmp_path / "repo", pipeline_repos) == multirun
     )  # same jobs, same flat metrics
@@ -243,5 +243,5 @@ def test_the_dvc_queue_gives_the_same_grid_as_a_multirun(
     failed = [row for row in rows if row["status"] == "failed"]
     assert len(failed) == 1 and failed[0]["axes"]["crawl.mode"] == "bogus"
     assert "crawl.mode" in failed[0]["error"] and "bogus" in failed[0]["error"], failed
-    grid = {(r["axes"]["precision"], r["axes"]["threads"]) for r in rows if r not in failed}
+    grid = {(r["axes"]["precision"], r["axes"]["seed"]) for r in rows if r not in failed}
     assert grid == {("fp32", "1"), ("fp32", "2"), ("bf16", "1"), ("bf16", "2")}

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import os
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -106,3 +111,69 @@ def test_every_stage_that_builds_the_model_depends_on_its_source() -> None:
         if "model" in stage.get("params", []):
             assert "reports/sources.json" in stage["deps"], name
     assert "reports/sources.json" not in stages["env"]["deps"]
+
+
+def _fingerprint_within(target: str, fifo: Path, seconds: float = 30) -> dict[str, Any]:
+    """``fingerprint(target)`` in a thread; if it blocks (opened the FIFO), release the reader
+    by opening the FIFO's write end, and fail."""
+    found: list[dict[str, Any]] = []
+    worker = threading.Thread(target=lambda: found.append(fingerprint(target)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # unblock the stuck open
+        pytest.fail(f"fingerprint({target!r}) blocked: it opened the FIFO {fifo.name}")
+    return found[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs and sockets: POSIX")
+def test_the_walk_reads_regular_files_only_and_says_what_it_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = _package(tmp_path, monkeypatch)
+    os.symlink("user@host.1234:1700000000", package / ".#net.py")  # Emacs' lock: dangling
+    (package / "data.py").mkdir()  # a folder named *.py
+    (package / "data.py" / "inner.py").write_text("X = 1\n")
+    os.mkfifo(package / "pipe.py")  # opening it for reading would wait for a writer forever
+    server = socket.socket(socket.AF_UNIX)
+    with contextlib.chdir(package):  # a short relative name: AF_UNIX paths are capped at ~108
+        server.bind("sock.py")
+    entry = _fingerprint_within("user_pkg_src.net.build", package / "pipe.py")
+    server.close()
+    # the three regular files of _package, by their names in the package, and nothing else
+    assert entry["files"] == 3
+    assert entry["hashed"] == ["user_pkg_src/__init__.py", "user_pkg_src/blocks/conv.py",
+                               "user_pkg_src/net.py"]  # fmt: skip
+    notes = "\n".join(entry["skipped"])
+    assert "user_pkg_src/.#net.py: a dangling link" in notes
+    assert "user_pkg_src/data.py: a folder named *.py" in notes
+    assert "user_pkg_src/pipe.py: not a regular file (a FIFO)" in notes
+    assert "user_pkg_src/sock.py: not a regular file (a socket)" in notes
+    assert len(entry["skipped"]) == 4 and str(tmp_path) not in json.dumps(entry)
+
+
+def test_a_symlinked_sub_package_is_hashed_once_and_its_edits_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = _package(tmp_path / "clone", monkeypatch)
+    shared = tmp_path / "elsewhere" / "layers"  # a sub-package kept outside, linked in
+    shared.mkdir(parents=True)
+    (shared / "attention.py").write_text("HEADS = 4\n")
+    os.symlink(shared, package / "layers")
+    os.symlink(shared, package / "layers_again")  # a second link to the same folder
+    os.symlink("..", package / "blocks" / "up")  # a loop back to the package
+    first = fingerprint("user_pkg_src.net.build")
+    # __init__, blocks/conv, net and the linked layers/attention: 4 files, each once, named as
+    # the package shows them (no absolute path: two clones hash alike)
+    assert first["hashed"] == [
+        "user_pkg_src/__init__.py",
+        "user_pkg_src/blocks/conv.py",
+        "user_pkg_src/layers/attention.py",
+        "user_pkg_src/net.py",
+    ]
+    assert first["skipped"] == [
+        "user_pkg_src/blocks/up: a link to a folder already walked (not hashed twice)",
+        "user_pkg_src/layers_again: a link to a folder already walked (not hashed twice)",
+    ]
+    (shared / "attention.py").write_text("HEADS = 8\n")  # the edit that must rerun the stages
+    assert fingerprint("user_pkg_src.net.build")["sha256"] != first["sha256"]

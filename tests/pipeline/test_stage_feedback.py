@@ -12,7 +12,12 @@ import pytest
 import yaml
 
 from torchscan_stages.pipeline.loader import load_config
-from torchscan_stages.stages.compare import bf16_cpu_note, cpu_has_bf16_matrix_units, verdict_text
+from torchscan_stages.stages.compare import (
+    bf16_cpu_note,
+    check_text,
+    cpu_has_bf16_matrix_units,
+    verdict_text,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_BF16 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f\n"
@@ -104,3 +109,19 @@ def test_the_bf16_note_is_on_the_comparison_page_too() -> None:
     page = render_report(noted)
     assert "bf16_without_matrix_units" in page
     assert "expect the candidate to be slower, not faster" in page
+
+
+def test_a_failed_candidate_is_named_on_the_stage_line_not_check_not_passed() -> None:
+    from torchscan_stages.pipeline.candidate import _failed
+    from torchscan_stages.report import CheckResult
+
+    error = RuntimeError("inductor: no working C++ compiler")
+    failed = _failed("compiled", error).check  # what the stage gets when the build raised
+    assert check_text(failed) == (
+        "candidate 'compiled' failed: RuntimeError: inductor: no working C++ compiler"
+    )
+    differs = CheckResult(performed=True, passed=False, detail="max |a-b| 0.3 > atol 0.05")
+    assert check_text(differs) == "check failed: max |a-b| 0.3 > atol 0.05"
+    assert check_text(CheckResult(performed=True, passed=True)) == "check passed"
+    long = CheckResult(performed=False, passed=None, error="x" * 500)
+    assert len(check_text(long)) == 300 and check_text(long).endswith("...")

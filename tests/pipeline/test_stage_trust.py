@@ -201,3 +201,19 @@ def test_render_stage_on_a_full_disk_is_one_line(
     assert err.count("\n") == 1
     assert err.startswith(f"render: cannot write {tmp_path}/index.html: No space left on device")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["crawl.json"]  # no page, no .tmp
+
+
+def test_render_stage_by_hand_without_crawl_json_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchscan_stages import measure_flops
+    from torchscan_stages.stages.render import ORDER, main
+
+    model = torch.nn.Linear(3, 2)
+    measure_flops(lambda: model(torch.ones(1, 3))).save(tmp_path / "flops.json")
+    assert main([str(tmp_path)]) == 0  # the page is made, without the crawl section ...
+    out = capsys.readouterr().out
+    # ... and the stage says which reports it did not find: every one of ORDER but flops
+    missing = ", ".join(f"{name}.json" for name in ORDER if name != "flops")
+    assert f"render: no {missing} under {tmp_path}/: the page leaves those sections out" in out
+    assert out.index("render: no crawl.json") < out.index("wrote")

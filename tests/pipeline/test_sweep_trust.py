@@ -56,3 +56,20 @@ def test_a_job_whose_only_report_is_compact_is_finished(tmp_path: Path) -> None:
     assert row["status"] == "completed" and "error" not in row
     assert row["reports"] == ["j/reports/crawl.json.gz"]
     assert "crawl.totals.module_flops" in row["metrics"]  # keyed crawl.*, not crawl.json.*
+
+
+def test_the_sweep_cli_refuses_a_file_as_its_output_folder_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchscan_stages.pipeline.sweep import main
+
+    (tmp_path / "afile").write_text("notes\n")
+    (tmp_path / "job").mkdir()
+    assert main([str(tmp_path / "afile"), str(tmp_path / "job")]) == 2
+    assert main([str(tmp_path / "afile" / "sub"), str(tmp_path / "job")]) == 2  # under a file
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"sweep: output_dir {tmp_path / 'afile'} is not a folder (a file is there)",
+        f"sweep: output_dir {tmp_path / 'afile' / 'sub'} is not a folder (Not a directory)",
+    ]
+    assert (tmp_path / "afile").read_text() == "notes\n"  # left as it was

@@ -17,7 +17,13 @@ Method (Linux and macOS):
   the launcher's whole descendant tree (scope ``process_tree_rss``, psutil, granularity one
   interval). Sampled values are lower bounds, used when kernel accounting is missing.
 * Phases: the child may call ``torchscan_stages.measure.rss_phases.mark_phase(name)``; each
-  record gives the peak RSS of the phase that just ended.
+  record gives the peak RSS of the phase that just ended. Before the mark resets the
+  high-water mark, the parent reads it itself (a one-byte handshake on a pipe): a claim is
+  kept only with that evidence, or within the OS's own figures (``rss_records``).
+
+The launcher is ``rss_launcher.py`` (standard library only, run by path), the sampling and
+the phase evidence ``rss_sampler.py``, the supervision of the child (watching, killing its
+group, signals) ``rss_supervise.py``.
 
 A command that exits non-zero or is killed by a signal gives a ``partial`` peak (what it used
 before failing) plus ``child_exit_nonzero`` / ``child_killed``; a command that outlives
@@ -28,7 +34,6 @@ before failing) plus ``child_exit_nonzero`` / ``child_killed``; a command that o
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import math
 import os
@@ -37,13 +42,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 import psutil
 
@@ -56,91 +58,23 @@ from ..report import (
     RssPhase,
     RssSection,
 )
-from . import rss_phases
-from .rss_phases import PHASE_FILE_ENV
+from .rss_phases import PHASE_ACK_ENV, PHASE_FILE_ENV
+from .rss_records import PhaseRecords, read_phases, refuse_claims
+from .rss_sampler import TREE_EVERY, PhaseWitness, Sampler
+from .rss_supervise import (
+    KILL_GRACE_S,
+    FatalSignal,
+    kill_child_on_signals,
+    kill_group,
+    kill_group_quietly,
+    kill_now,
+    watch,
+)
 
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_SAMPLE_INTERVAL_S = 0.02
-KILL_GRACE_S = 0.5
-TREE_EVERY = 5
 TAIL_CHARS = 2000
-
-_LAUNCHER_BODY = r"""
-import json, os, signal, sys
-result_path, argv = sys.argv[1], sys.argv[2:]
-if sys.platform.startswith('linux'):
-    # a subreaper: descendants orphaned on the way (a daemon that forked, setsid'd and forked
-    # again) are re-parented here, not to init, so they can be ended with the command
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
-
-
-def children():
-    found = []
-    for entry in os.listdir('/proc') if os.path.isdir('/proc') else []:
-        if entry.isdigit():
-            try:
-                with open('/proc/%s/stat' % entry, 'rb') as handle:
-                    stat = handle.read()
-            except OSError:
-                continue
-            if int(stat[stat.rindex(b')') + 2:].split()[1]) == os.getpid():
-                found.append(int(entry))
-    return found
-
-
-def end_descendants():
-    # SIGKILL every child (orphans re-parent here as their parents die), reap, repeat
-    while True:
-        for child in children():
-            try:
-                os.kill(child, signal.SIGKILL)
-            except OSError:
-                pass
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            return
-
-
-def on_term(number, frame):
-    end_descendants()
-    os._exit(128 + number)
-
-
-signal.signal(signal.SIGTERM, on_term)
-floor = proc_status_bytes('VmHWM') or ru_maxrss_bytes()  # what exec carries over, read last
-pid = os.fork()
-if pid == 0:
-    try:
-        os.execvp(argv[0], argv)
-    except OSError as error:
-        os.write(2, ('torchscan_stages rss launcher: cannot execute %r: %s\n'
-                     % (argv[0], error)).encode())
-    os._exit(127)
-_, status, usage = os.wait4(pid, 0)
-maxrss = usage.ru_maxrss if sys.platform == 'darwin' else usage.ru_maxrss * 1024
-with open(result_path + '.tmp', 'w') as handle:
-    json.dump({'pid': pid, 'status': status, 'maxrss_bytes': maxrss, 'floor_bytes': floor},
-              handle)
-os.replace(result_path + '.tmp', result_path)
-end_descendants()
-if os.WIFEXITED(status):
-    os._exit(os.WEXITSTATUS(status))
-os._exit(128 + os.WTERMSIG(status))
-"""
-# the launcher reads its own peak with the same parsers as the phase marks (defined once)
-_LAUNCHER = "\n".join(
-    [
-        "import sys",
-        inspect.getsource(rss_phases.proc_status_bytes),
-        inspect.getsource(rss_phases.ru_maxrss_bytes),
-        _LAUNCHER_BODY,
-    ]
-)
+LAUNCHER = Path(__file__).with_name("rss_launcher.py")
 
 
 def validate_rss_options(
@@ -193,82 +127,6 @@ def validate_rss_options(
     return argv, float(timeout), workdir, environment  # type: ignore[arg-type]
 
 
-@dataclass
-class _Sampler:
-    """Polls the launcher's descendants.
-
-    Every tick: the command's own high-water mark (one small /proc read). Every
-    ``TREE_EVERY`` ticks: the RSS sum over all descendants (psutil walks every process, so
-    it is kept off the fast path).
-    """
-
-    launcher: psutil.Process
-    main_peak: int = 0
-    tree_peak: int = 0
-    samples: int = 0
-    tree_samples: int = 0
-    ticks: int = 0
-    main: psutil.Process | None = None
-    known: dict[int, psutil.Process] = field(default_factory=dict)
-
-    def sample(self) -> None:
-        self.ticks += 1
-        if self.main is None:
-            try:
-                direct = self.launcher.children(recursive=False)
-            except psutil.Error:
-                direct = []
-            if direct:
-                self.main = direct[0]
-                self.known.setdefault(self.main.pid, self.main)
-        if self.main is not None:
-            peak = rss_phases.proc_status_bytes("VmHWM", self.main.pid)
-            if peak is None:
-                try:
-                    peak = self.main.memory_info().rss
-                except psutil.Error:
-                    peak = None
-            if peak is not None:
-                self.samples += 1
-                self.main_peak = max(self.main_peak, peak)
-        if self.ticks % TREE_EVERY == 1:
-            self.sample_tree()
-
-    def sample_tree(self) -> None:
-        try:
-            children = self.launcher.children(recursive=True)
-        except psutil.Error:
-            return
-        total = 0
-        for child in children:
-            self.known.setdefault(child.pid, child)
-            try:
-                total += child.memory_info().rss
-            except psutil.Error:
-                continue
-        if children:
-            self.tree_samples += 1
-            self.tree_peak = max(self.tree_peak, total)
-
-
-def _kill_group(pgid: int, sampler: _Sampler, grace: float = KILL_GRACE_S) -> None:
-    """SIGTERM the process group, then SIGKILL it and any known descendant that escaped it."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, sig)
-        if sig == signal.SIGTERM:
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline:
-                try:
-                    os.killpg(pgid, 0)
-                except (ProcessLookupError, PermissionError):
-                    break
-                time.sleep(0.02)
-    for process in sampler.known.values():
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-
-
 def _tail(path: Path) -> str:
     try:
         data = path.read_bytes()
@@ -277,130 +135,22 @@ def _tail(path: Path) -> str:
     return data[-TAIL_CHARS:].decode("utf-8", errors="replace").strip()
 
 
-def _phase_diagnostic(number: int, line: str, why: str) -> Diagnostic:
-    return Diagnostic(
-        code="rss_phase_unreadable",
-        metric="rss.phases",
-        message=f"phase record {number} is not a mark_phase record ({why}): {line[:200]!r}",
-    )
-
-
-def _read_phases(path: Path, diagnostics: list[Diagnostic]) -> list[RssPhase]:
-    """The child's phase records; a record that is not one of mark_phase's is a diagnostic."""
-    phases: list[RssPhase] = []
-    try:
-        lines = path.read_bytes().splitlines()
-    except OSError:
-        return phases
-    previous_reset = True
-    for number, raw in enumerate(lines, start=1):
-        line = raw.decode("utf-8", errors="replace")
-        try:
-            record = json.loads(raw.decode("utf-8"))
-            name, peak = record["name"], record["peak_bytes"]
-            reset = record.get("reset", False)
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
-            why = "not UTF-8" if isinstance(error, UnicodeDecodeError) else "not a JSON object"
-            diagnostics.append(_phase_diagnostic(number, line, why))
-            continue
-        if not isinstance(name, str) or not isinstance(reset, bool):
-            diagnostics.append(_phase_diagnostic(number, line, "name or reset of a wrong type"))
-            continue
-        if peak is not None and (type(peak) is not int or peak < 0):
-            diagnostics.append(_phase_diagnostic(number, line, "peak_bytes is not a byte count"))
-            peak = None
-        scope = "process_rss_phase" if previous_reset else "process_rss_since_start"
-        method = "os_vmhwm" if record.get("method") == "vmhwm" else "os_ru_maxrss"
-        if peak is not None:
-            result = MetricResult.complete(peak, unit="bytes", scope=scope, method=method)
-        else:
-            result = MetricResult.unavailable(unit="bytes", scope=scope, method=method)
-        phases.append(RssPhase(name=name, peak_rss=result))
-        previous_reset = reset
-    return phases
-
-
-class _FatalSignal(BaseException):
-    """A signal whose default action ends the process, delivered again once cleanup ran."""
-
-    def __init__(self, number: int) -> None:
-        super().__init__(number)
-        self.number = number
-
-
-@contextlib.contextmanager
-def _kill_child_on_signals(kill: Callable[[], None]) -> Iterator[None]:
-    """While the child runs, SIGINT/SIGTERM/SIGHUP of this process first kill the child.
-
-    The child lives in its own session, so nothing else would stop it when this process is
-    interrupted. Each handler kills the child's process group, restores the previous
-    handlers and then does what the previous handler would have done (raise
-    KeyboardInterrupt, call it, or unwind and die of the signal). Handlers can only be
-    installed from the main thread; elsewhere the caller's ``finally`` is the only guard.
-    Ignored signals stay ignored.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous: dict[int, Any] = {}
-
-    def restore() -> None:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-    def on_signal(number: int, frame: FrameType | None) -> None:
-        kill()
-        restore()
-        handler = previous[number]
-        if callable(handler):
-            handler(number, frame)
-        else:  # SIG_DFL: unwind (temporary files go), then die of the signal
-            raise _FatalSignal(number)
-
-    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-        number = getattr(signal, name, None)
-        if number is None:
-            continue
-        handler = signal.getsignal(number)
-        if handler is None or handler is signal.SIG_IGN:
-            continue
-        previous[number] = handler
-        signal.signal(number, on_signal)
-    try:
-        yield
-    finally:
-        restore()
-
-
 @dataclass
 class _ChildRun:
     """What the watched child left behind: how it ended, its accounting and its phases."""
 
-    sampler: _Sampler
+    sampler: Sampler
     timed_out: bool
     wall: float
     returncode: int | None
     launcher: dict[str, int] | None
     stderr_tail: str
-    phases: list[RssPhase]
+    records: PhaseRecords
+    evidence: dict[int, int]
 
-
-def _watch(
-    process: subprocess.Popen[bytes], sampler: _Sampler, limit: float, interval: float
-) -> bool:
-    """Sample until the launcher exits (False) or ``limit`` seconds pass (True: timed out)."""
-    deadline = time.monotonic() + limit
-    while True:
-        sampler.sample()
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            sampler.sample_tree()  # know every descendant, also any that left the group
-            return True
-        try:
-            process.wait(timeout=min(interval, remaining))
-            return False
-        except subprocess.TimeoutExpired:
-            continue
+    @property
+    def phases(self) -> list[RssPhase]:
+        return self.records.phases
 
 
 def _read_launcher(path: Path) -> dict[str, int] | None:
@@ -409,6 +159,39 @@ def _read_launcher(path: Path) -> dict[str, int] | None:
     except (OSError, ValueError):
         return None
     return launcher if isinstance(launcher, dict) else None
+
+
+def _launch(
+    argv: list[str], scratch: Path, workdir: Path | None, environment: dict[str, str] | None
+) -> tuple[subprocess.Popen[bytes], PhaseWitness]:
+    """Start the command under the launcher, in a new session, with the phase handshake:
+    the read end of a pipe the child's ``mark_phase`` waits on (its number, device and inode
+    in the environment), the write end kept here for the witness."""
+    ack_read, ack_write = os.pipe()
+    try:
+        os.set_blocking(ack_write, False)  # records nobody waits for must never block us
+        info = os.fstat(ack_read)
+        child_env = dict(os.environ if environment is None else environment)
+        child_env[PHASE_FILE_ENV] = str(scratch / "phases.jsonl")
+        child_env[PHASE_ACK_ENV] = f"{ack_read}:{info.st_dev}:{info.st_ino}"
+        launcher_argv = [sys.executable, "-I", "-S", str(LAUNCHER), str(scratch / "out.json")]
+        with open(scratch / "stdout", "wb") as out, open(scratch / "stderr", "wb") as err:
+            process = subprocess.Popen(
+                [*launcher_argv, *argv],
+                cwd=workdir,
+                env=child_env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                pass_fds=(ack_read,),
+            )
+    except BaseException:
+        os.close(ack_write)
+        raise
+    finally:
+        os.close(ack_read)  # the child holds its own copy
+    return process, PhaseWitness(scratch / "phases.jsonl", ack_write)
 
 
 def _run_child(
@@ -422,34 +205,25 @@ def _run_child(
     """Run the command under the launcher; whatever happens, its process group is gone after."""
     with tempfile.TemporaryDirectory(prefix="torchscan_rss_") as scratch_name:
         scratch = Path(scratch_name)
-        child_env = dict(os.environ if environment is None else environment)
-        child_env[PHASE_FILE_ENV] = str(scratch / "phases.jsonl")
-        launcher_argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(scratch / "out.json")]
-        with open(scratch / "stdout", "wb") as out, open(scratch / "stderr", "wb") as err:
-            started = time.monotonic()
-            process = subprocess.Popen(
-                [*launcher_argv, *argv],
-                cwd=workdir,
-                env=child_env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-            )
-            sampler = _Sampler(psutil.Process(process.pid))
+        started = time.monotonic()
+        process, witness = _launch(argv, scratch, workdir, environment)
+        try:
+            sampler = Sampler(psutil.Process(process.pid), witness=witness)
             finished = timed_out = False
             try:
-                with _kill_child_on_signals(lambda: _kill_now(process.pid, sampler)):
-                    timed_out = _watch(process, sampler, limit, interval)
+                with kill_child_on_signals(lambda: kill_now(process.pid, sampler)):
+                    timed_out = watch(process, sampler, limit, interval)
                 finished = not timed_out
             finally:
                 if finished:
-                    _kill_group_quietly(process.pid, sampler)
+                    kill_group_quietly(process.pid, sampler)
                 else:  # timed out, interrupted or failed: the whole group goes, now
-                    _kill_group(process.pid, sampler, grace=KILL_GRACE_S if timed_out else 0)
+                    kill_group(process.pid, sampler, grace=KILL_GRACE_S if timed_out else 0)
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         process.wait(timeout=2)
-            wall = time.monotonic() - started
+        finally:
+            os.close(witness.ack_fd)
+        wall = time.monotonic() - started
         return _ChildRun(
             sampler=sampler,
             timed_out=timed_out,
@@ -457,7 +231,8 @@ def _run_child(
             returncode=process.returncode,
             launcher=_read_launcher(scratch / "out.json"),
             stderr_tail=_tail(scratch / "stderr"),
-            phases=_read_phases(scratch / "phases.jsonl", diagnostics),
+            records=read_phases(scratch / "phases.jsonl", diagnostics),
+            evidence=witness.evidence,
         )
 
 
@@ -473,55 +248,17 @@ def _exit_status(run: _ChildRun) -> tuple[int | None, int | None]:
     return (None if run.timed_out else run.returncode), None
 
 
-RESET_SLACK_BYTES = 2**20
-
-
 def _os_figure(run: _ChildRun) -> int:
     """The highest peak the OS itself reported: wait4's ru_maxrss, sampled VmHWM and RSS."""
     maxrss = int(run.launcher["maxrss_bytes"]) if run.launcher is not None else 0
     return max(maxrss, run.sampler.main_peak, run.sampler.tree_peak)
 
 
-def _refuse_claims_above_os(run: _ChildRun, diagnostics: list[Diagnostic]) -> bool:
-    """Phase records are the child's own claims: one above every figure the OS gave for it
-    (a record written by hand, not by mark_phase) is refused, never a complete peak.
-
-    Returns whether a claim was refused (the peak is then partial: the child's records and
-    the OS disagree, and a phase reset may have hidden the true high-water mark)."""
-    os_figure = _os_figure(run)
-    # mark_phase resets the high-water mark, so the kernel's exit figure (ru_maxrss) is the
-    # mark after the last reset: a true phase peak read just before a reset can sit a few
-    # pages above it (measured: 172-242 KiB above on a 211 MiB phase). That gap is allowed;
-    # a claim beyond it has no evidence from the OS.
-    ceiling = os_figure + RESET_SLACK_BYTES + os_figure // 100
-    refused = False
-    for index, phase in enumerate(run.phases):
-        claim = phase.peak_rss.value
-        if claim is None or claim <= ceiling:
-            continue
-        refused = True
-        result = phase.peak_rss
-        unavailable = MetricResult.unavailable(
-            unit=result.unit, scope=result.scope, method=result.method
-        )
-        run.phases[index] = phase.model_copy(update={"peak_rss": unavailable})
-        diagnostics.append(
-            Diagnostic(
-                code="rss_phase_above_os",
-                severity="error",
-                metric="rss.phases",
-                message=f"phase {phase.name!r} claims a peak of {claim} bytes, above every "
-                f"figure the OS gave for the child (at most {os_figure} bytes: wait4 ru_maxrss, "
-                "sampled VmHWM and RSS, plus 1 MiB + 1% for a high-water reset at a phase "
-                "mark); the claim is not counted",
-            )
-        )
-    return refused
-
-
 def _peak(run: _ChildRun, ok: bool, diagnostics: list[Diagnostic]) -> MetricResult:
     """The best known peak: exact kernel accounting when it is attributable, else samples."""
-    ok = not _refuse_claims_above_os(run, diagnostics) and ok
+    # a refused claim makes the peak partial: the child's records and the OS disagree, and
+    # a phase reset may have hidden the true high-water mark
+    ok = not refuse_claims(run.records, run.evidence, _os_figure(run), diagnostics) and ok
     known = [int(p.peak_rss.value) for p in run.phases if p.peak_rss.value is not None]
     if run.sampler.main_peak:
         known.append(run.sampler.main_peak)
@@ -637,7 +374,7 @@ def measure_peak_rss(
     diagnostics: list[Diagnostic] = []
     try:
         run = _run_child(argv, limit, workdir, environment, sample_interval, diagnostics)
-    except _FatalSignal as fatal:  # the child is gone and the handlers restored: die of it
+    except FatalSignal as fatal:  # the child is gone and the handlers restored: die of it
         os.kill(os.getpid(), fatal.number)
         raise
     exit_code, killed_by = _exit_status(run)
@@ -666,24 +403,3 @@ def _child_execution() -> ExecutionRecord:
         grad_enabled=torch.is_grad_enabled(),
         calls={},
     )
-
-
-def _kill_now(pgid: int, sampler: _Sampler) -> None:
-    """SIGKILL the process group and every known descendant, without waiting (signal-safe)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    for process in list(sampler.known.values()):
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-
-
-def _kill_group_quietly(pgid: int, sampler: _Sampler) -> None:
-    """After a normal exit, remove leftovers of the command's process group without waiting."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    for process in sampler.known.values():
-        try:
-            if process.is_running():
-                process.kill()
-        except psutil.Error:
-            pass

@@ -12,6 +12,7 @@ first call (compile + one run) is recorded on its own (``comparison.compile``, s
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,7 +121,9 @@ def _failed(candidate_name: str, error: BaseException) -> BenchmarkComparison:
     )
 
 
-def _timed_comparison(cfg: Any, baseline: Any) -> BenchmarkComparison:
+def _timed_comparison(
+    cfg: Any, baseline: Any, timed: Callable[[], AbstractContextManager[Any]]
+) -> BenchmarkComparison:
     """compare_benchmarks over the configured pair; a failing candidate is recorded."""
     from ..compare.benchmarks import compare_benchmarks
     from ..compare.checks import allclose_check
@@ -143,21 +146,22 @@ def _timed_comparison(cfg: Any, baseline: Any) -> BenchmarkComparison:
     spec = cfg.candidate.compile
     watched = CompileWatch(candidate_call)
     try:
-        comparison = compare_benchmarks(
-            baseline,
-            watched if spec is not None else candidate_call,
-            check=allclose_check(rtol, atol),
-            work_units=cfg.input.work_units,
-            unit=cfg.input.unit,
-            warmup=cfg.compare.warmup,
-            min_run_time=cfg.compare.min_run_time,
-            max_run_time=cfg.compare.max_run_time,
-            memory=True,
-            device=baseline.device,
-            baseline_name=baseline.name,
-            candidate_name=candidate.name,
-            seed=cfg.seed,
-        )
+        with timed():
+            comparison = compare_benchmarks(
+                baseline,
+                watched if spec is not None else candidate_call,
+                check=allclose_check(rtol, atol),
+                work_units=cfg.input.work_units,
+                unit=cfg.input.unit,
+                warmup=cfg.compare.warmup,
+                min_run_time=cfg.compare.min_run_time,
+                max_run_time=cfg.compare.max_run_time,
+                memory=True,
+                device=baseline.device,
+                baseline_name=baseline.name,
+                candidate_name=candidate.name,
+                seed=cfg.seed,
+            )
     except Exception:
         if not failures:
             raise
@@ -167,8 +171,13 @@ def _timed_comparison(cfg: Any, baseline: Any) -> BenchmarkComparison:
     return comparison
 
 
-def compare_configured_candidate(cfg: Any) -> CandidateComparison:
-    """Baseline vs ``cfg.candidate`` (timing, check, memory) and the two models' crawl diff."""
+def compare_configured_candidate(
+    cfg: Any, timed: Callable[[], AbstractContextManager[Any]] = nullcontext
+) -> CandidateComparison:
+    """Baseline vs ``cfg.candidate`` (timing, check, memory) and the two models' crawl diff.
+
+    ``timed`` wraps the timed comparison only (the pipeline's host timing lock), not the
+    builds or the crawl diff."""
     from ..analysis.crawl import crawl_module
     from ..compare.reports import compare_reports
     from .workload import build_workload, thread_settings
@@ -176,7 +185,7 @@ def compare_configured_candidate(cfg: Any) -> CandidateComparison:
     cfg.candidate.tolerance.required()  # the owner's tolerance, before anything runs
     baseline = build_workload(cfg)
     with thread_settings(cfg.threads):
-        comparison = _timed_comparison(cfg, baseline)
+        comparison = _timed_comparison(cfg, baseline, timed)
         # The model diff never needs the compiled callable: torch.compile does not change
         # the module crawl_module sees, so the diff uses the eager candidate.
         eager = build_workload(cfg, candidate=cfg.candidate.model_copy(update={"compile": None}))

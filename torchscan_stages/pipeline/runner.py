@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from ..report import BaseReport, MetricResult, RunContext
 
 WORKLOAD_KEYS = ("model", "input", "device", "precision", "threads", "seed")
+# What a counting stage (crawl, flops, memory, predict) reads: the workload without
+# ``threads``, which changes how fast it runs, never what it counts; so changing ``threads``
+# reruns only the stages that time (dvc.yaml's params lists are these keys).
+COUNT_KEYS = tuple(key for key in WORKLOAD_KEYS if key != "threads")
 EXIT_CONFIG_ERROR = 2
 
 
@@ -47,6 +51,18 @@ class StageContext:
     pending: dict[Path, str] = field(default_factory=dict)
     host_share: Any = None  # hostlock.HostShare of a timing stage: stamped on its reports
 
+    @contextlib.contextmanager
+    def timed(self) -> Iterator[None]:
+        """Around a timing stage's timed work only: the host's timing lock is held within
+        (imports, model builds and writes stay outside, so another checkout's timing stage
+        waits only while this one times); what it shared and waited goes on its reports."""
+        from .hostlock import timing_slot
+
+        with timing_slot(self.stage) as share:
+            if share is not None:
+                self.host_share = share
+            yield
+
     def report_path(self, name: str | None = None) -> Path:
         return self.output_dir / "reports" / f"{name or self.stage}.json"
 
@@ -59,8 +75,8 @@ class StageContext:
     def write_report(self, report: BaseReport, name: str | None = None) -> Path:
         path = self.report_path(name)
         if self.host_share is not None:
-            stamp = self.host_share.diagnostic()
-            report = report.model_copy(update={"diagnostics": [*report.diagnostics, stamp]})
+            stamps = self.host_share.diagnostics()
+            report = report.model_copy(update={"diagnostics": [*report.diagnostics, *stamps]})
         from ..report import report_text  # the compact form save_report writes
 
         self.pending[path] = report_text(report)
@@ -155,20 +171,18 @@ def _execute(spec: StageSpec, raw: dict[str, Any], output_dir: Path) -> str:
     """Validate, run the body, write its outputs together; returns the result line."""
     from ..provenance import set_run_context
     from .feedback import result_line
-    from .hostlock import timing_slot
 
     config = validate_config(raw, required=spec.required)
     run = run_context(spec.stage, raw, spec.keys)
     set_run_context(run)
     try:
         ctx = StageContext(spec.stage, config, config_section(raw, spec.keys), output_dir, run)
-        with timing_slot(spec.stage) as ctx.host_share:  # one timing job at a time per host
-            try:
-                spec.body(ctx)
-            except (ConfigError, OutputError):
-                raise
-            except Exception as error:
-                raise _workload_failed(config, error) from error
+        try:  # a timing stage takes the host's timing lock in ctx.timed(), around its timing
+            spec.body(ctx)
+        except (ConfigError, OutputError):
+            raise
+        except Exception as error:
+            raise _workload_failed(config, error) from error
     finally:
         set_run_context(None)
     try:
@@ -405,6 +419,7 @@ def record_execution(report: Any, precision: Any) -> None:
 
 
 __all__ = [
+    "COUNT_KEYS",
     "EXIT_CONFIG_ERROR",
     "EXIT_OUTPUT_ERROR",
     "WORKLOAD_KEYS",

@@ -367,17 +367,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     output = Path(args.output_dir)
+    if not args.dvc_experiments and not args.jobs:
+        parser.error("name job folders, or --dvc-experiments REPO")
+    try:  # the summary goes into it: a file there (or above it) is refused in one line
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        why = "a file is there" if output.exists() else error.strerror or str(error)
+        print(f"sweep: output_dir {output} is not a folder ({why})", file=sys.stderr)
+        return 2
     if args.dvc_experiments:
         from .sweep_dvc import dvc_experiment_rows
 
-        output.mkdir(parents=True, exist_ok=True)
         rows = dvc_experiment_rows(Path(args.dvc_experiments))
         summary = write_summary(rows, output, args.title)
     elif args.jobs:
         jobs = [Path(j) for j in args.jobs]
         summary = summarize_jobs(jobs, output, title=args.title, listed=True)
-    else:
-        parser.error("name job folders, or --dvc-experiments REPO")
     failed = sum(1 for row in summary["jobs"] if row["status"] != "completed")
     print(f"sweep summary: {output / SUMMARY_HTML} ({len(summary['jobs'])} jobs, {failed} failed)")
     for line in failure_block(summary):

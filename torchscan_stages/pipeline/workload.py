@@ -121,7 +121,6 @@ class BuiltWorkload:
     inputs: tuple[Any, ...]
     device: torch.device
     precision: PrecisionConfig
-    threads: int
     work_units: float
     unit: str
     name: str
@@ -234,7 +233,6 @@ def build_workload(
         kwargs=moved_kwargs,
         device=device,
         precision=precision,
-        threads=cfg.threads,
         work_units=cfg.input.work_units,
         unit=cfg.input.unit,
         name=name,

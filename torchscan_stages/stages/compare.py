@@ -27,6 +27,18 @@ def verdict_text(delta: Any) -> str:
     return str(delta.verdict)
 
 
+def check_text(check: Any, limit: int = 300) -> str:
+    """``check passed``, ``check failed: <detail>``, or the candidate's own failure
+    (``candidate 'compiled' failed: BackendCompilerFailed: ...``): the stage line names why."""
+    if check.error:
+        return check.error if len(check.error) <= limit else check.error[: limit - 3] + "..."
+    if check.passed:
+        return "check passed"
+    if check.passed is False:
+        return f"check failed: {check.detail}" if check.detail else "check failed"
+    return "check not performed"
+
+
 def compile_text(record: Any) -> str:
     """``compile (first call) 12.3 s, inductor: 1 frame compiled, 0 after``: the compile
     cost on the stage line, apart from the warmed ratio."""
@@ -84,9 +96,9 @@ def with_bf16_note(comparison: Any, note: str) -> Any:
 def run(ctx: StageContext) -> None:
     from ..pipeline.candidate import compare_configured_candidate
 
-    result = compare_configured_candidate(ctx.config)
+    result = compare_configured_candidate(ctx.config, timed=ctx.timed)
     comparison = result.comparison
-    ctx.headline = [f"check {'passed' if comparison.check.passed else 'not passed'}"] + [
+    ctx.headline = [check_text(comparison.check)] + [
         f"{d.metric} ratio {d.ratio:.3g} ({verdict_text(d)})" for d in comparison.deltas if d.ratio
     ]
     if comparison.compile is not None:

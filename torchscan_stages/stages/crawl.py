@@ -19,9 +19,9 @@ if not __package__:  # run as a file: its relative imports cannot work
 from typing import Any
 
 from ..pipeline.feedback import figure
-from ..pipeline.runner import WORKLOAD_KEYS, StageContext, complete_value, stage_main
+from ..pipeline.runner import COUNT_KEYS, StageContext, complete_value, stage_main
 
-KEYS = (*WORKLOAD_KEYS, "crawl")
+KEYS = (*COUNT_KEYS, "crawl")  # not threads: counts do not depend on it
 WRITES = ("reports/crawl.json", "metrics/crawl.json", "plots/layer_flops.json")
 TOTALS = (
     "parameters",
@@ -36,11 +36,12 @@ TOTALS = (
 
 def run(ctx: StageContext) -> None:
     from ..analysis.crawl import crawl_module
-    from ..pipeline.workload import build_workload, thread_settings
+    from ..pipeline.workload import build_workload
 
     workload = build_workload(ctx.config)
-    # The forward runs inside the workload's precision region (autocast) like every stage.
-    with thread_settings(ctx.config.threads), workload.precision_context():
+    # The forward runs inside the workload's precision region (autocast) like every stage;
+    # at torch's own thread count: what it counts does not depend on ``threads``.
+    with workload.precision_context():
         report = crawl_module(
             workload.eager_model,
             args=workload.inputs,

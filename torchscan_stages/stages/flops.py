@@ -17,24 +17,23 @@ if not __package__:  # run as a file: its relative imports cannot work
 
 
 from ..pipeline.feedback import figure
-from ..pipeline.runner import WORKLOAD_KEYS, StageContext, complete_value, stage_main
+from ..pipeline.runner import COUNT_KEYS, StageContext, complete_value, stage_main
 
-KEYS = (*WORKLOAD_KEYS, "flops")
+KEYS = (*COUNT_KEYS, "flops")  # not threads: counts do not depend on it
 WRITES = ("reports/flops.json", "metrics/flops.json")
 
 
 def run(ctx: StageContext) -> None:
     from ..analysis.operators import measure_flops
-    from ..pipeline.workload import build_workload, thread_settings
+    from ..pipeline.workload import build_workload
     from ..report import IncompleteAnalysisError
 
     workload = build_workload(ctx.config)
-    with thread_settings(ctx.config.threads):
-        try:
-            report = measure_flops(workload, strict=ctx.config.flops.strict, name=workload.name)
-        except IncompleteAnalysisError as error:
-            print(f"flops: flops.strict = true and {error}", file=sys.stderr)
-            raise SystemExit(1) from None
+    try:  # at torch's own thread count: the FLOPs do not depend on ``threads``
+        report = measure_flops(workload, strict=ctx.config.flops.strict, name=workload.name)
+    except IncompleteAnalysisError as error:
+        print(f"flops: flops.strict = true and {error}", file=sys.stderr)
+        raise SystemExit(1) from None
     ctx.headline = [
         figure("total FLOPs", report.total),
         figure("product FLOPs", report.product_flops),

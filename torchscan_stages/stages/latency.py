@@ -39,7 +39,7 @@ def run(ctx: StageContext) -> None:
 
     cfg = ctx.config
     workload = build_workload(cfg)
-    with thread_settings(cfg.threads):
+    with thread_settings(cfg.threads), ctx.timed():
         report = measure_latency(
             workload,
             work_units=workload.work_units,

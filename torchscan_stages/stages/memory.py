@@ -18,7 +18,7 @@ from typing import Any
 
 from ..pipeline.feedback import figure
 from ..pipeline.runner import (
-    WORKLOAD_KEYS,
+    COUNT_KEYS,
     StageContext,
     budget_outcome,
     complete_value,
@@ -27,16 +27,16 @@ from ..pipeline.runner import (
 )
 
 WRITES = ("reports/memory.json", "metrics/memory.json")
-KEYS = (*WORKLOAD_KEYS, "memory", "budgets")
+KEYS = (*COUNT_KEYS, "memory", "budgets")
 
 
 def run(ctx: StageContext) -> None:
     from ..measure.memory import measure_peak_memory
-    from ..pipeline.workload import build_workload, thread_settings
+    from ..pipeline.workload import build_workload
 
     workload = build_workload(ctx.config)
-    with thread_settings(ctx.config.threads):
-        report = measure_peak_memory(workload, device=workload.device, name=workload.name)
+    # at torch's own thread count: tracked tensors and allocator peaks do not depend on it
+    report = measure_peak_memory(workload, device=workload.device, name=workload.name)
     record_execution(report, workload.precision)
     metrics: dict[str, Any] = {}
     results = report.memory.results if report.memory is not None else []

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..pipeline.feedback import figure
-from ..pipeline.runner import WORKLOAD_KEYS, StageContext, complete_value, stage_main
+from ..pipeline.runner import COUNT_KEYS, StageContext, complete_value, stage_main
 
-KEYS = (*WORKLOAD_KEYS, "predict")
+KEYS = (*COUNT_KEYS, "predict")  # not threads: counts do not depend on it
 WRITES = ("reports/predict.json", "metrics/predict.json")
 
 

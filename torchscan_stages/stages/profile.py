@@ -31,7 +31,7 @@ def run(ctx: StageContext) -> None:
     from ..pipeline.workload import build_workload, thread_settings
 
     workload = build_workload(ctx.config)
-    with thread_settings(ctx.config.threads), without_kineto_lines():
+    with thread_settings(ctx.config.threads), without_kineto_lines(), ctx.timed():
         report = profile_workload(
             workload,
             device=workload.device,

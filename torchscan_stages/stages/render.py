@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-# Page order; a missing report (stage not in this pipeline) is simply absent.
+# Page order; a missing report leaves its section out, and the stage says which.
 ORDER = (
     "crawl",
     "flops",
@@ -41,6 +41,13 @@ def main(argv: list[str] | None = None) -> int:
         expected = ", ".join(f"{name}.json" for name in ORDER)
         print(f"render: no reports under {folder}/ (expected any of {expected})", file=sys.stderr)
         return 2
+    missing = [f"{name}.json" for name in ORDER if not (folder / f"{name}.json").exists()]
+    if missing:  # a page without a section must say so where it is made
+        print(
+            f"render: no {', '.join(missing)} under {folder}/: the page leaves "
+            f"{'that section' if len(missing) == 1 else 'those sections'} out "
+            "(`dvc repro` makes every report)"
+        )
     target = folder / "index.html"
     try:
         render_index(paths, target, title="torchscan_stages pipeline")

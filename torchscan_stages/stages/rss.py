@@ -105,7 +105,8 @@ def run(ctx: StageContext) -> None:
         execution = path.with_name(path.stem + ".execution.json")
         try:
             command = child_command(path, execution)
-            report = measure_peak_rss(command, timeout=ctx.config.rss.timeout, name=name)
+            with ctx.timed():  # the child's imports and build are part of what it measures
+                report = measure_peak_rss(command, timeout=ctx.config.rss.timeout, name=name)
             child_execution(report, execution)
         finally:
             execution.unlink(missing_ok=True)

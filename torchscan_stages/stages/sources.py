@@ -4,7 +4,9 @@ Hashes the source of the package that ``model._target_`` and ``input._target_`` 
 without importing it; installed code in site-packages is not hashed), so editing your model
 file reruns exactly the stages that build the model. Runs on every ``dvc repro``
 (``always_changed``) and stays cheap: no torch, no hydra. Its output has no timestamps or
-absolute paths and is rewritten only when it changes.
+absolute paths and is rewritten only when it changes. Only regular ``*.py`` files are read
+(never a FIFO or device); what the walk left out is printed, one line each, and listed in the
+document beside the files it hashed.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     hashed = [f"{name} {entry['package']} ({entry['files']} files)" for name, entry in
               document.items() if "sha256" in entry]  # fmt: skip
     print(f"sources: {', '.join(hashed) or 'no user source to hash'} -> {target}")
+    for entry in document.values():
+        for note in entry.get("skipped", []):
+            print(f"sources: skipped {note}")
     return 0
 
 
