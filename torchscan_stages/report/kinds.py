@@ -20,6 +20,7 @@ from .models import (
     ReportDiff,
     _Report,
 )
+from .served import ServedCapacity, ServedReport
 
 AnyReport: TypeAlias = Annotated[
     AnalysisReport
@@ -27,7 +28,9 @@ AnyReport: TypeAlias = Annotated[
     | BenchmarkReport
     | ReportDiff
     | BenchmarkComparison
-    | PredictionReport,
+    | PredictionReport
+    | ServedReport
+    | ServedCapacity,
     Field(discriminator="kind"),
 ]
 

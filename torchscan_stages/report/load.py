@@ -23,6 +23,7 @@ from .models import (
     PredictionReport,
     ReportDiff,
 )
+from .served import ServedCapacity, ServedReport
 
 
 def _first_error(error: ValidationError) -> str:
@@ -43,6 +44,8 @@ def load_report(
     | ReportDiff
     | BenchmarkComparison
     | PredictionReport
+    | ServedReport
+    | ServedCapacity
 ):
     """Load any report kind from a path or JSON text; refuse anything it cannot vouch for.
 
