@@ -85,19 +85,23 @@ def run_test(loop: ServerLoop, fields: dict[str, Any], sample_count: int) -> Loa
     """Run one test with LoadGen's ``fields`` serving ``sample_count`` samples through ``loop``.
 
     The loop's threads are started here and closed by the caller (it reads their records).
+    LoadGen's objects are destroyed only once its test has ended, whatever was raised.
     """
     lg = loadgen_module()
     with tempfile.TemporaryDirectory(prefix="torchscan-serve-") as folder:
         settings = _settings(lg, fields)
         log = _log_settings(lg, folder)
-        sut = qsl = None
+        sut = qsl = test = None
         try:
             sut = lg.ConstructSUT(loop.issue, loop.flush)
             qsl = lg.ConstructQSL(sample_count, sample_count, _nothing, _nothing)
             loop.start()
-            _start_and_wait(lg, sut, qsl, settings, log, loop, str(Path(folder) / "audit.config"))
+            test = _Test(lg, (sut, qsl, settings, log, str(Path(folder) / "audit.config")))
+            test.wait(loop)
         finally:
-            loop.drain()  # whatever LoadGen left issued is answered before it is freed
+            if test is not None:
+                test.wait_out(loop)  # never free LoadGen's objects under a running test
+            loop.drain()
             if qsl is not None:
                 lg.DestroyQSL(qsl)
             if sut is not None:
@@ -109,31 +113,44 @@ def _nothing(_: Any) -> None:
     """The QSL's load/unload: samples are the caller's objects, already in memory."""
 
 
-def _start_and_wait(
-    lg: ModuleType, sut: Any, qsl: Any, settings: Any, log: Any, loop: ServerLoop, audit: str
-) -> None:
-    failure: list[BaseException] = []
+class _Test:
+    """LoadGen's test on a helper thread; its end is an Event (``Thread.join`` interrupted by
+    a KeyboardInterrupt marks a still running thread as stopped on Python 3.11)."""
 
-    def start() -> None:
-        try:
-            lg.StartTestWithLogSettings(sut, qsl, settings, log, audit)
-        except BaseException as error:  # reported on the caller's thread
-            failure.append(error)
+    def __init__(self, lg: ModuleType, arguments: tuple[Any, ...]) -> None:
+        self.finished = threading.Event()
+        self.failure: BaseException | None = None
 
-    runner = threading.Thread(target=start, name="loadgen-test", daemon=True)
-    runner.start()
-    interrupted: BaseException | None = None
-    while runner.is_alive():
-        try:
-            runner.join(POLL_S)
-            loop.sweep()
-        except BaseException as stop:  # KeyboardInterrupt: drain, let LoadGen end, re-raise
-            interrupted = interrupted or stop
-            loop.fail(stop)
-    if interrupted is not None:
-        raise interrupted
-    if failure:
-        raise RuntimeError(f"LoadGen's test failed: {failure[0]}") from failure[0]
+        def start() -> None:
+            try:
+                lg.StartTestWithLogSettings(*arguments)
+            except BaseException as error:  # reported on the caller's thread
+                self.failure = error
+            finally:
+                self.finished.set()
+
+        self.thread = threading.Thread(target=start, name="loadgen-test", daemon=True)
+        self.thread.start()
+
+    def wait(self, loop: ServerLoop) -> None:
+        """Until the test ends; a KeyboardInterrupt drains the loop and is raised after."""
+        interrupted = self.wait_out(loop)
+        if interrupted is not None:
+            raise interrupted
+        if self.failure is not None:
+            raise RuntimeError(f"LoadGen's test failed: {self.failure}") from self.failure
+
+    def wait_out(self, loop: ServerLoop) -> BaseException | None:
+        interrupted: BaseException | None = None
+        while not self.finished.is_set():
+            try:
+                while not self.finished.wait(POLL_S):
+                    loop.sweep()
+            except BaseException as stop:  # KeyboardInterrupt: answer everything, let it end
+                interrupted = interrupted or stop
+                loop.fail(stop)
+        self.thread.join()
+        return interrupted
 
 
 def _read_logs(folder: Path) -> LoadgenOutput:
