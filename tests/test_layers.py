@@ -38,11 +38,13 @@ ALLOWED: dict[str, frozenset[str]] = {
     "render": GROUND,  # only consumes reports
     "predict": GROUND | {"analysis", "measure"},
     "compare": GROUND | {"analysis", "measure"},
+    "serve": GROUND | {"measure"},  # LoadGen's runs: host state from measure, never renders
     "integrations": GROUND | {"analysis"},
     "zoo": GROUND | {"analysis"},  # embedded models register their handlers
-    "pipeline": GROUND | {"analysis", "measure", "predict", "compare", "render", "zoo"},
-    "stages": GROUND | {"analysis", "measure", "predict", "compare", "render", "zoo", "pipeline"},
-    "commands": GROUND | {"analysis", "measure", "predict", "compare", "render", "zoo"},
+    "pipeline": GROUND | {"analysis", "measure", "predict", "compare", "render", "zoo", "serve"},
+    "stages": GROUND
+    | {"analysis", "measure", "predict", "compare", "render", "zoo", "pipeline", "serve"},
+    "commands": GROUND | {"analysis", "measure", "predict", "compare", "render", "zoo", "serve"},
 }
 # the one sanctioned plug-in load: HF handlers, loaded by importlib the first time a crawl
 # meets a transformers class (the model's owner has already imported transformers)

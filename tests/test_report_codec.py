@@ -17,6 +17,7 @@ import torch
 from hypothesis import event, given
 from hypothesis import strategies as st
 from property_settings import property_settings
+from served_reports import capacity_sample, served_sample
 from simulated_clock import SimulatedClock
 from torch import nn
 
@@ -86,6 +87,9 @@ def _every_kind() -> dict[str, Any]:
             clock=clock,
         ),
         "prediction": predict_peak_memory(lambda: model(torch.randn(2, 3)), device="cpu"),
+        # served runs from injected records and traces (a LoadGen run is tests/serve's)
+        "served": served_sample(tokens=3),
+        "served_capacity": capacity_sample(),
     }
     assert {r.kind for r in reports.values()} == set(REPORT_TYPES)  # every kind is here
     return reports

@@ -29,6 +29,8 @@ from ..report import (
     MetricResult,
     PredictionReport,
     ReportDiff,
+    ServedCapacity,
+    ServedReport,
     Status,
     atomic_write_text,
     check_output_path,
@@ -54,6 +56,7 @@ from .common import (
 )
 from .format import describe_value, humanize_text, metric_cell
 from .prediction_view import prediction_view
+from .served_view import capacity_view, served_view
 from .sweep_view import sweep_view
 from .tree_data import RUN_MIN, script_json, tree_data
 
@@ -66,6 +69,8 @@ _KIND_LABEL = {
     "report_diff": "Model cost comparison",
     "benchmark_comparison": "Benchmark comparison",
     "prediction": "Peak memory prediction",
+    "served": "Served latency under load",
+    "served_capacity": "Served capacity at a latency bound",
 }
 
 
@@ -140,6 +145,16 @@ def _headlines(report: AnyReport) -> list[Headline]:
         codes = prediction_caveats(report)
         notes = ([note] if cuda else []) + ([f"with warnings: {', '.join(codes)}"] if codes else [])
         return [Headline(f"predicted peak ({report.device})", report.peak, "; ".join(notes))]
+    if isinstance(report, ServedReport):
+        verdict = f"LoadGen: {report.validity.verdict or 'no verdict'}"
+        return [
+            Headline("served p50 latency", report.latency.p50, verdict),
+            Headline("served p99 latency", report.latency.p99, verdict),
+            Headline("achieved rate", report.achieved_qps),
+        ]
+    if isinstance(report, ServedCapacity):
+        note = f"p{report.percentile:g} <= {report.bound_s:g} s over {len(report.curve)} run(s)"
+        return [Headline("capacity", report.capacity_qps, note)]
     # an info diagnostic naming a delta's metric (e.g. bf16 on a CPU without bf16 matrix
     # units: expect slower) is what a reader of that row needs beside the verdict
     infos: dict[str, list[str]] = {}
@@ -200,6 +215,8 @@ def _title(report: AnyReport) -> str:
         return report.model_type
     if isinstance(report, FlopReport | BenchmarkReport | PredictionReport):
         return report.name or _KIND_LABEL[report.kind]
+    if isinstance(report, ServedReport | ServedCapacity):
+        return report.name or report.handler
     if isinstance(report, ReportDiff):
         return f"{report.before_model} → {report.after_model}"
     return f"{report.baseline_name or 'baseline'} vs {report.candidate_name or 'candidate'}"
@@ -257,6 +274,10 @@ def _view(report: AnyReport) -> dict[str, Any]:
         return {"diff": diff_view(report)}
     if isinstance(report, PredictionReport):
         return {"pred": prediction_view(report)}
+    if isinstance(report, ServedReport):
+        return {"served": served_view(report)}
+    if isinstance(report, ServedCapacity):
+        return {"capacity": capacity_view(report)}
     return {"cmp": comparison_view(report)}
 
 

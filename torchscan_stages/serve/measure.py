@@ -22,7 +22,7 @@ import torch
 from ..devices import execution_record, make_synchronize, resolve_device
 from ..measure.host import HostMonitor, host_diagnostics
 from ..provenance import build_provenance
-from ..report import Diagnostic, ServedBatching, ServedReport
+from ..report import Diagnostic, HostState, ServedBatching, ServedReport
 from .figures import (
     LATENCY,
     QUEUEING,
@@ -59,7 +59,7 @@ class ServedRun:
 
     state: LoopState
     output: LoadgenOutput
-    host: Any
+    host: HostState | None  # None: injected runs (tests), no host was measured
     streaming: bool
     warmup_s: float
 
@@ -95,7 +95,7 @@ def serve_once(
     """One validated LoadGen test (the shared core of measure_served and served_capacity)."""
     check_scenario(scenario)
     settings = ServeOptions.from_mapping(options)
-    _check_inputs(handler, samples)
+    check_inputs(handler, samples)
     if scenario == "server" and settings.target_qps is None:
         raise ValueError("scenario 'server' needs options target_qps (the offered rate, > 0)")
     sync = make_synchronize(resolve_device(device))
@@ -121,7 +121,7 @@ def serve_once(
     return ServedRun(loop.state, output, host, streaming, warmup_s), settings
 
 
-def _check_inputs(handler: object, samples: object) -> None:
+def check_inputs(handler: object, samples: object) -> None:
     if not callable(handler):
         raise TypeError(
             f"handler must be a callable taking one sample, got {type(handler).__name__}"
@@ -253,7 +253,7 @@ def served_report(
 
 
 def _run_diagnostics(run: ServedRun, matched: Matched, options: ServeOptions) -> list[Diagnostic]:
-    found = host_diagnostics(run.host, None, "served.latency")
+    found = host_diagnostics(run.host, None, "served.latency") if run.host is not None else []
     if run.output.trace_error:
         found.append(
             Diagnostic(
