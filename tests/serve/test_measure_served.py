@@ -72,7 +72,7 @@ def test_a_server_run_reports_loadgens_own_percentiles(server_run: Any) -> None:
     assert report.validity.verdict in ("VALID", "INVALID")
     assert report.validity.min_duration_met is not None
     assert report.options["target_qps"] == 400 and report.tokens is None
-    assert report.execution.calls == {"served": report.requests, "warmup": 1}
+    assert report.execution.calls == {"served": report.requests, "warmup": 2}
     assert report.provenance.host is not None  # host pressure, like every timing report
 
 

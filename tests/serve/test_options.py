@@ -70,11 +70,12 @@ def test_server_fields_carry_the_rate_bound_and_seeds() -> None:
 def test_closed_loop_fields_take_the_warm_up_latency() -> None:
     options = ServeOptions(samples_per_query=4, max_batch=2, workers=3)
     single = loadgen_fields("single_stream", options, tokens=True, expected_latency_s=0.002)
-    assert single["single_stream_expected_latency_ns"] == 2_000_000
+    # a quarter of the warm-up's 2 ms (LoadGen pre-generates from it and exits early)
+    assert single["single_stream_expected_latency_ns"] == 500_000
     # no bound: token targets are the request timeout (30 s)
     assert single["ttft_latency"] == single["tpot_latency"] == 30_000_000_000
     multi = loadgen_fields("multi_stream", options, tokens=False, expected_latency_s=0.002)
-    assert multi["multi_stream_expected_latency_ns"] == 8_000_000  # 4 samples x 2 ms
+    assert multi["multi_stream_expected_latency_ns"] == 2_000_000  # 4 samples x 2 ms / 4
     offline = loadgen_fields("offline", options, tokens=False, expected_latency_s=0.002)
     # no target_qps: 3 workers x batches of 2 / 2 ms = 3000 samples/s
     assert offline["offline_expected_qps"] == pytest.approx(3000.0)

@@ -69,7 +69,7 @@ class ServedReport(_Report):
     execution: ExecutionRecord
     samples: NonNegInt
     requests: NonNegInt
-    warmup_calls: NonNegInt = 1
+    warmup_calls: NonNegInt = 2
     latency: ServedDistribution
     queueing: ServedDistribution
     service: ServedDistribution
@@ -82,6 +82,9 @@ class ServedReport(_Report):
     latencies_s: list[NonNegFloat] = Field(default_factory=list)
     queueing_s: list[NonNegFloat] = Field(default_factory=list)
     service_s: list[NonNegFloat] = Field(default_factory=list)
+    # LoadGen's scheduled arrival of each request, seconds after the first (the offered
+    # arrival process itself, so a queue can be replayed or simulated on it)
+    arrivals_s: list[NonNegFloat] = Field(default_factory=list)
     loadgen: dict[str, Any] = Field(default_factory=dict)  # LoadGen's own results, as written
     loadgen_version: str | None = None
 
