@@ -34,7 +34,8 @@ from pipeline_checks import (
 from pipeline_children import dvc_env
 from pipeline_repo import PipelineRepos, Reproduced, repro, run
 
-from torchscan_stages.report import FlopReport, load_report
+from torchscan_stages.report import FlopReport, ServedReport, load_report
+from torchscan_stages.serve.metrics import served_metrics
 from torchscan_stages.stages.render import ORDER as REPORTS
 
 # A bound on a hang, not a timing claim: each test's `dvc repro` runs (and the first test's
@@ -178,6 +179,21 @@ def test_latency_setting_reruns_latency_and_dependents_only(repo: Path) -> None:
     changed = metrics["metrics/latency.json"]
     assert "warmed_median_s" in changed and "old" in changed["warmed_median_s"]
     assert not any(key.startswith("metrics/crawl") for key in metrics)  # crawl did not rerun
+
+
+def test_a_serve_setting_reruns_the_serve_stage_only(repo: Path) -> None:
+    """After a full `dvc repro`, `dvc repro serve` measures the serve stage alone."""
+    set_params(repo, **{"serve.duration_s": 0.12})
+    assert changed_stages(repo) == ALWAYS | {"serve"}  # DVC's rerun decision: serve only
+    assert repro(repo, "serve") == ALWAYS | {"serve"}
+    served = load_report(repo / "reports" / "serve.json")
+    assert isinstance(served, ServedReport) and served.options["duration_s"] == 0.12
+    assert served.provenance.run is not None and "serve" in served.provenance.run.config
+    metrics = json.loads((repo / "metrics" / "serve.json").read_text())
+    expected = {k: v for k, v in served_metrics(served).items() if v is not None}
+    assert metrics == expected and "achieved_per_s" in metrics  # complete values, copied
+    assert repro(repo) == ALWAYS | {"render"}  # the page follows; nothing else is measured
+    commit(repo, "longer serve run")
 
 
 def test_model_revision_bump_reruns_model_dependent_stages(repo: Path) -> None:
