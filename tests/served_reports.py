@@ -25,7 +25,9 @@ def _detail(verdict: str) -> str:
     )
 
 
-def served_run(count: int, qps: float, *, seed: int = 0, tokens: int = 0) -> ServedRun:
+def served_run(
+    count: int, qps: float, *, seed: int = 0, tokens: int = 0, service_ns: int = SERVICE_NS
+) -> ServedRun:
     """A deterministic single-server queue: Poisson arrivals at ``qps``, 2 ms service each
     (the Lindley recursion), as LoadGen's trace and the loop's records would hold it."""
     rng = random.Random(seed)
@@ -34,10 +36,10 @@ def served_run(count: int, qps: float, *, seed: int = 0, tokens: int = 0) -> Ser
     for n in range(count):
         arrival += int(rng.expovariate(qps) * 1e9)
         start = max(arrival, free)
-        free = start + SERVICE_NS
+        free = start + service_ns
         record = RequestRecord(n, n % 4, arrival, start, -1, free, 0, 1, True)
         if tokens:
-            record.first_token_ns = start + SERVICE_NS // tokens
+            record.first_token_ns = start + service_ns // tokens
             record.tokens = tokens
         records.append(record)
         trace.append(TraceSample(n, n % 4, arrival, 0, free - arrival))
@@ -46,10 +48,16 @@ def served_run(count: int, qps: float, *, seed: int = 0, tokens: int = 0) -> Ser
 
 
 def served_sample(
-    count: int = 400, qps: float = 250.0, *, seed: int = 0, tokens: int = 0, name: str = "injected"
+    count: int = 400,
+    qps: float = 250.0,
+    *,
+    seed: int = 0,
+    tokens: int = 0,
+    name: str = "injected",
+    service_ns: int = SERVICE_NS,
 ) -> ServedReport:
     options = ServeOptions(target_qps=qps, bound_s=0.01)
-    run = served_run(count, qps, seed=seed, tokens=tokens)
+    run = served_run(count, qps, seed=seed, tokens=tokens, service_ns=service_ns)
     return served_report(run, served_sample, list(range(4)), "server", options, None, name)
 
 

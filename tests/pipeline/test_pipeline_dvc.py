@@ -169,7 +169,16 @@ def test_second_clone_pulls_from_the_default_remote_and_measures_nothing(repo: P
 
 def test_latency_setting_reruns_latency_and_dependents_only(repo: Path) -> None:
     before = run(repo, "git", "rev-parse", "HEAD").stdout.strip()
-    set_params(repo, **{"latency.min_run_time": 0.06})
+    set_params(repo, **{"latency.min_run_time": 0.06, "serve.duration_s": 0.12})
+    assert changed_stages(repo) == ALWAYS | {"latency", "serve"}  # DVC's rerun decision
+    # `dvc repro serve` after `dvc repro`: the serve stage alone is measured
+    assert repro(repo, "serve") == ALWAYS | {"serve"}
+    served = load_report(repo / "reports" / "serve.json")
+    assert isinstance(served, ServedReport) and served.options["duration_s"] == 0.12
+    assert served.provenance.run is not None and "serve" in served.provenance.run.config
+    metrics = json.loads((repo / "metrics" / "serve.json").read_text())
+    expected = {k: v for k, v in served_metrics(served).items() if v is not None}
+    assert metrics == expected and "achieved_per_s" in metrics  # complete values, copied
     assert repro(repo) == ALWAYS | {"latency", "render"}
     commit(repo, "longer latency run")
     params = json.loads(run(repo, "dvc", "params", "diff", before, "HEAD", "--json").stdout)
@@ -179,21 +188,6 @@ def test_latency_setting_reruns_latency_and_dependents_only(repo: Path) -> None:
     changed = metrics["metrics/latency.json"]
     assert "warmed_median_s" in changed and "old" in changed["warmed_median_s"]
     assert not any(key.startswith("metrics/crawl") for key in metrics)  # crawl did not rerun
-
-
-def test_a_serve_setting_reruns_the_serve_stage_only(repo: Path) -> None:
-    """After a full `dvc repro`, `dvc repro serve` measures the serve stage alone."""
-    set_params(repo, **{"serve.duration_s": 0.12})
-    assert changed_stages(repo) == ALWAYS | {"serve"}  # DVC's rerun decision: serve only
-    assert repro(repo, "serve") == ALWAYS | {"serve"}
-    served = load_report(repo / "reports" / "serve.json")
-    assert isinstance(served, ServedReport) and served.options["duration_s"] == 0.12
-    assert served.provenance.run is not None and "serve" in served.provenance.run.config
-    metrics = json.loads((repo / "metrics" / "serve.json").read_text())
-    expected = {k: v for k, v in served_metrics(served).items() if v is not None}
-    assert metrics == expected and "achieved_per_s" in metrics  # complete values, copied
-    assert repro(repo) == ALWAYS | {"render"}  # the page follows; nothing else is measured
-    commit(repo, "longer serve run")
 
 
 def test_model_revision_bump_reruns_model_dependent_stages(repo: Path) -> None:
