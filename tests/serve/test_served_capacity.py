@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -104,3 +105,13 @@ def test_a_short_real_search_keeps_every_run_as_a_curve_point() -> None:
     assert (found.capacity_qps.status, found.capacity_qps.known_value) == ("partial", 100.0)
     assert found.below is not None and found.above is None
     assert found.kind == "served_capacity"
+
+
+def test_a_handler_slower_than_the_bound_is_an_honest_unavailable() -> None:
+    # each call sleeps at least 20 ms against a 1 ms bound: no rate can meet it, and no run
+    # is made to find that out (a search would only descend towards zero)
+    found = served_capacity(lambda s: time.sleep(0.02), [1], bound_s=0.001)
+    assert found.capacity_qps.status == "unavailable"
+    assert found.curve == [] and found.below is None and found.above is None
+    assert [d.code for d in found.diagnostics] == ["served_slower_than_bound"]
+    assert "over bound_s=0.001 s" in found.diagnostics[0].message

@@ -25,7 +25,7 @@ import torch
 
 from ..devices import make_synchronize, resolve_device
 from ..provenance import build_provenance
-from ..report import CapacityPoint, MetricResult, ServedCapacity, ServedReport
+from ..report import CapacityPoint, Diagnostic, MetricResult, ServedCapacity, ServedReport
 from .handler import handler_name
 from .measure import check_inputs, serve_once, served_report, warm_up
 from .options import ServeOptions
@@ -40,22 +40,25 @@ METHOD = "loadgen_server_search"
 class CapacitySearch:
     """How the rate is searched: ``start_qps`` (None: half the rate one warm-up call's
     service time allows), ``growth`` (> 1), ``resolution`` (relative gap that ends the
-    search), ``max_runs``, ``min_rate_qps`` (the search gives up below it)."""
+    search), ``max_runs``, ``min_rate_qps`` (the search gives up below it; None: the start
+    rate / 64, six halvings: each run lasts long enough for its percentile, so a lower rate
+    means a longer run)."""
 
     start_qps: float | None = None
     growth: float = 2.0
     resolution: float = 0.05
     max_runs: int = 12
-    min_rate_qps: float = 0.1
+    min_rate_qps: float | None = None
 
     def __post_init__(self) -> None:
         checks = {
             "growth": (self.growth, 1.0),
             "resolution": (self.resolution, 0.0),
-            "min_rate_qps": (self.min_rate_qps, 0.0),
         }
         if self.start_qps is not None:
             checks["start_qps"] = (self.start_qps, 0.0)
+        if self.min_rate_qps is not None:
+            checks["min_rate_qps"] = (self.min_rate_qps, 0.0)
         for name, (value, floor) in checks.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"CapacitySearch.{name} must be a number, got {value!r}")
@@ -113,7 +116,7 @@ def search_rates(
             rate = rate * search.growth  # still under (or nothing under yet): grow
         elif below is None:
             rate = rate / search.growth  # over from the start: come down
-            if rate < search.min_rate_qps:
+            if rate < (search.min_rate_qps or start / 64):
                 break
         elif (above.qps - below.qps) / below.qps <= search.resolution:
             break
@@ -168,18 +171,16 @@ def served_capacity(
     check_inputs(handler, samples)
     base = _base_options(options, bound_s, percentile)
     plan = CapacitySearch.from_mapping(search)
-    start = plan.start_qps or _start_rate(handler, samples, base, device)
-
-    def run_at(qps: float) -> Probe:
-        needed = needed_requests(percentile)
-        duration = max(base.duration_s, 1.2 * needed / qps)
-        per_run = replace(base, target_qps=qps, duration_s=duration, max_duration_s=None)
-        per_run = replace(per_run, min_queries=max(base.min_queries, needed))
-        run, settings = serve_once(handler, samples, "server", per_run, device)
-        report = served_report(run, handler, samples, "server", settings, device, None)
-        return probe_of(report, qps, bound_s, percentile)
-
-    probes = search_rates(run_at, start, plan)
+    start, call_s = plan.start_qps, None
+    if start is None:
+        call_s = _one_call_s(handler, samples, base, device)
+        start = 0.5 * base.workers * base.max_batch / max(call_s, 1e-4)  # utilisation 0.5
+    if call_s is not None and call_s > bound_s:  # no rate can meet it: say so, run nothing
+        probes: list[Probe] = []
+        diagnostics = [_too_slow(call_s, bound_s)]
+    else:
+        probes = search_rates(_runner(handler, samples, base, device), start, plan)
+        diagnostics = []
     capacity, gap = capacity_result(probes, plan)
     below, above = bracket(probes)
     return ServedCapacity(
@@ -194,6 +195,37 @@ def served_capacity(
         above=above.report if above else None,
         options={**asdict(base), "search": asdict(plan), "start_qps": start},
         resolution=gap,
+        diagnostics=diagnostics,
+    )
+
+
+def _runner(
+    handler: Callable[..., Any],
+    samples: Sequence[Any],
+    base: ServeOptions,
+    device: str | torch.device | None,
+) -> Callable[[float], Probe]:
+    """One server run at a rate, long enough for its percentile to be complete."""
+    needed = needed_requests(base.percentile)
+
+    def run_at(qps: float) -> Probe:
+        duration = max(base.duration_s, 1.2 * needed / qps)
+        per_run = replace(base, target_qps=qps, duration_s=duration, max_duration_s=None)
+        per_run = replace(per_run, min_queries=max(base.min_queries, needed))
+        run, settings = serve_once(handler, samples, "server", per_run, device)
+        report = served_report(run, handler, samples, "server", settings, device, None)
+        assert base.bound_s is not None  # set by _base_options
+        return probe_of(report, qps, base.bound_s, base.percentile)
+
+    return run_at
+
+
+def _too_slow(call_s: float, bound_s: float) -> Diagnostic:
+    return Diagnostic(
+        code="served_slower_than_bound",
+        metric="served_capacity.capacity_qps",
+        message=f"one handler call took {call_s:.6g} s (the faster of two warm-up calls), "
+        f"over bound_s={bound_s:g} s: no offered rate can meet the bound, nothing was run",
     )
 
 
@@ -231,16 +263,15 @@ def _base_options(
     return replace(given, bound_s=bound_s, percentile=percentile)
 
 
-def _start_rate(
+def _one_call_s(
     handler: Callable[..., Any],
     samples: Sequence[Any],
     options: ServeOptions,
     device: str | torch.device | None,
 ) -> float:
-    """Half the rate one warm-up call's service time allows (utilisation 0.5)."""
+    """The faster of two warm-up calls on the first sample (the search's yardstick)."""
     sync = make_synchronize(resolve_device(device))
-    _, seconds = warm_up(handler, samples[0], options, sync)
-    return 0.5 * options.workers * options.max_batch / max(seconds, 1e-4)
+    return warm_up(handler, samples[0], options, sync)[1]
 
 
 def _host(probe: Probe | None) -> Any:

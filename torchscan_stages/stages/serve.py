@@ -17,7 +17,7 @@ if not __package__:  # run as a file: its relative imports cannot work
     )
 
 from ..pipeline.feedback import figure
-from ..pipeline.runner import WORKLOAD_KEYS, StageContext, stage_main
+from ..pipeline.runner import WORKLOAD_KEYS, StageContext, record_execution, stage_main
 
 WRITES = ("reports/serve.json", "metrics/serve.json")
 KEYS = (*WORKLOAD_KEYS, "serve")
@@ -41,6 +41,7 @@ def run(ctx: StageContext) -> None:
             device=built.device,
             name=built.name,
         )
+    record_execution(report, built.precision)
     ctx.headline = [
         figure("served p50", report.latency.p50),
         figure("served p99", report.latency.p99),
