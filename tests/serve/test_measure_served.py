@@ -227,3 +227,14 @@ def test_bad_samples_and_handlers_are_named() -> None:
         measure_served(lambda s: s, "abc")
     with pytest.raises(TypeError, match="handler must be a callable"):
         measure_served(42, SAMPLES)  # type: ignore[arg-type]
+
+
+def test_a_handler_that_never_returns_on_its_warm_up_times_out_before_loadgen() -> None:
+    def forever(sample: int) -> int:
+        while True:  # a Python loop: the abandoned warm-up call can be stopped
+            time.sleep(0.002)
+
+    before = _threads()
+    with pytest.raises(TimeoutError, match=r"on its warm-up call \(sample index 0\)$"):
+        measure_served(forever, SAMPLES, options={"request_timeout_s": 0.05})
+    assert _back_to(before) == before

@@ -181,16 +181,30 @@ def warm_up(
         except BaseException as error:
             found["error"] = handler_error(error, "its warm-up call (sample index 0)")
 
-    thread = threading.Thread(target=call, name="serve-warmup", daemon=True)
+    done = threading.Event()  # not Thread.join: interrupted, it marks a running thread stopped
+
+    def guarded() -> None:
+        try:
+            call()
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=guarded, name="serve-warmup", daemon=True)
     thread.start()
-    thread.join(options.request_timeout_s * WARMUP_CALLS)
-    if thread.is_alive():
+    try:
+        finished = done.wait(options.request_timeout_s * WARMUP_CALLS)
+    except BaseException:  # KeyboardInterrupt: stop the call (if Python can), then go on
         raise_in_thread(thread.ident or 0, Abandoned)
-        thread.join(STUCK_GRACE_S)
+        done.wait(STUCK_GRACE_S)
+        raise
+    if not finished:
+        raise_in_thread(thread.ident or 0, Abandoned)
+        done.wait(STUCK_GRACE_S)
         raise TimeoutError(
             f"the handler did not return within request_timeout_s={options.request_timeout_s:g} s "
-            "on its warm-up call (sample index 0)" + _stuck_note([thread.name], thread.is_alive())
+            "on its warm-up call (sample index 0)" + _stuck_note([thread.name], not done.is_set())
         )
+    thread.join()
     if "error" in found:
         raise found["error"]
     streaming, seconds = found["result"]
