@@ -61,8 +61,9 @@ def served_sample(
     return served_report(run, served_sample, list(range(4)), "server", options, None, name)
 
 
-def capacity_sample() -> ServedCapacity:
-    reports = [served_sample(400, qps, seed=i) for i, qps in enumerate((100.0, 200.0, 400.0))]
+def capacity_sample(count: int = 400) -> ServedCapacity:
+    rates = (100.0, 200.0, 400.0)
+    reports = [served_sample(count, qps, seed=i) for i, qps in enumerate(rates)]
     probes = [probe_of(r, r.options["target_qps"], 0.01, 99.0) for r in reports]
     capacity, gap = capacity_result(probes, CapacitySearch())
     below, above = bracket(probes)

@@ -7,6 +7,7 @@ the capacity search's points (offered rate on x, the bound as a dashed line).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -36,6 +37,7 @@ class ServedView:
     reasons: list[str]
     cdf: Markup | None
     settings: list[tuple[str, str]]
+    bound: float | None
 
 
 def _row(label: str, found: ServedDistribution) -> DistributionRow:
@@ -89,9 +91,17 @@ def served_view(report: ServedReport) -> ServedView:
         rates=rates,
         validity=validity,
         reasons=v.reasons + v.early_stopping + v.errors,
-        cdf=cdf_chart(series, label="latency CDF", bound=report.options.get("bound_s")),
+        cdf=cdf_chart(series, label="latency CDF", bound=_bound(report.options.get("bound_s"))),
         settings=settings,
+        bound=_bound(report.options.get("bound_s")),
     )
+
+
+def _bound(value: object) -> float | None:
+    """The options' bound when it is a finite positive number (options are free-form)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
 
 
 def cdf_chart(
