@@ -88,6 +88,17 @@ def match(records: Sequence[RequestRecord], trace: Sequence[TraceSample]) -> Mat
         service.append(max(0, record.done_ns - record.started_ns) / 1e9)
         kept.append(record)
         kept_trace.append(sample)
+    dropped = min(len(records), len(trace)) - len(kept)
+    if dropped:
+        diagnostics.append(
+            Diagnostic(
+                code="served_requests_left_out",
+                metric="served.latency",
+                message=f"{dropped} request(s) left out: their sample index differs from "
+                "LoadGen's in issue order, or the handler never served them",
+                count=dropped,
+            )
+        )
     return Matched(latency, queueing, service, kept, kept_trace, diagnostics)
 
 
