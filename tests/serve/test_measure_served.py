@@ -238,3 +238,13 @@ def test_a_handler_that_never_returns_on_its_warm_up_times_out_before_loadgen() 
     with pytest.raises(TimeoutError, match=r"on its warm-up call \(sample index 0\)$"):
         measure_served(forever, SAMPLES, options={"request_timeout_s": 0.05})
     assert _back_to(before) == before
+
+
+def test_multi_stream_issues_queries_of_its_size() -> None:
+    report = measure_served(
+        lambda s: s, SAMPLES, scenario="multi_stream",
+        options={"duration_s": 0.02, "samples_per_query": 4},
+    )  # fmt: skip
+    # every query carries 4 samples, each a request of its own
+    assert report.requests % 4 == 0 and report.requests == report.loadgen["result_query_count"] * 4
+    assert report.offered_qps.status == "unavailable"  # a closed loop offers no rate

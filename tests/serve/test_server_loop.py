@@ -133,3 +133,14 @@ def test_an_empty_stream_is_a_contract_error() -> None:
     assert isinstance(loop.state.error, ContractError)
     with pytest.raises(ContractError, match="ended without yielding a token"):
         raise loop.state.error
+
+
+def test_workers_serve_requests_at_the_same_time() -> None:
+    both = threading.Barrier(2, timeout=5)  # passes only when two calls are in flight at once
+
+    def meet(sample: int) -> int:
+        both.wait()
+        return sample
+
+    loop, recorder = _run(meet, ServeOptions(workers=2), 2)
+    assert loop.state.error is None and len(recorder.completed) == 2
