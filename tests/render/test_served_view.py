@@ -13,9 +13,10 @@ def test_a_served_page_shows_the_table_cdf_and_verdict() -> None:
     report = served_sample(tokens=3)
     view = served_view(report)
     labels = [row.label for row in view.rows]
-    assert labels[:3] == [
+    assert labels[:4] == [
         "latency (arrival to completion)",
         "queueing delay (arrival to handler start)",
+        "of which LoadGen's issue delay (arrival to IssueQuery)",
         "service time (handler call)",
     ]
     assert "time to first token" in labels and "time per output token" in labels

@@ -91,6 +91,7 @@ def test_records_and_trace_pair_by_issue_order_and_index() -> None:
     # queueing = LoadGen's issue delay 103 ns + the loop's wait 1500 - 1000 = 500 ns
     assert matched.queueing_s == [603 / 1e9]
     assert matched.service_s == [2_500_000 / 1e9]  # 2,501,500 - 1,500 ns
+    assert matched.issue_delay_s == [103 / 1e9]  # LoadGen's own part of the queueing
     # the pair left out is counted, never silently dropped
     assert [(d.code, d.count) for d in matched.diagnostics] == [("served_requests_left_out", 1)]
 

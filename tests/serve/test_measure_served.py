@@ -81,10 +81,11 @@ def test_queueing_plus_service_never_exceeds_latency(server_run: Any) -> None:
     # per request: LoadGen's latency spans its scheduled arrival to the completion call; the
     # loop's queueing + service sit inside that span (stamped after IssueQuery began and
     # before the completion call), up to the two clocks' reading offsets (< 50 us)
-    for latency, wait, service in zip(
-        report.latencies_s, report.queueing_s, report.service_s, strict=True
+    for latency, wait, service, issue in zip(
+        report.latencies_s, report.queueing_s, report.service_s, report.issue_delay_s, strict=True
     ):
         assert wait + service <= latency + 50e-6
+        assert issue <= wait  # LoadGen's issue delay is the first part of the queueing
 
 
 def test_the_report_round_trips(server_run: Any, tmp_path: Any) -> None:

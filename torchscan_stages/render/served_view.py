@@ -56,6 +56,13 @@ def served_view(report: ServedReport) -> ServedView:
         _row("queueing delay (arrival to handler start)", report.queueing),
         _row("service time (handler call)", report.service),
     ]
+    if report.loadgen_issue_delay is not None:
+        rows.insert(
+            2,
+            _row(
+                "of which LoadGen's issue delay (arrival to IssueQuery)", report.loadgen_issue_delay
+            ),
+        )
     if report.tokens is not None:
         rows += [
             _row("time to first token", report.tokens.ttft),

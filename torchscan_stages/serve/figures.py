@@ -4,8 +4,8 @@ Per request i, matched by issue order (LoadGen's sample sequence) and checked by
 
 * latency_i = LoadGen's ``complete_ns``: its scheduled arrival to the completion the loop
   reported (what MLPerf calls the sample's latency);
-* queueing_i = LoadGen's issue delay (scheduled arrival to IssueQuery) + the loop's wait
-  (IssueQuery to the handler call's start);
+* queueing_i = LoadGen's issue delay (scheduled arrival to IssueQuery; also reported on its
+  own) + the loop's wait (IssueQuery to the handler call's start);
 * service_i = the handler call (start to return; a batch's requests share their call);
 * token streams: TTFT_i = latency_i - (done_i - first_token_i) (both on the loop's clock, so
   LoadGen's arrival is kept), TPOT_i = (done_i - first_token_i) / (tokens_i - 1) (requests
@@ -27,6 +27,7 @@ from .server import RequestRecord
 LATENCY = ("served_request_latency", "loadgen_trace")
 QUEUEING = ("served_queueing_delay", "loadgen_trace_and_server_clock")
 SERVICE = ("served_service_time", "server_clock")
+ISSUE = ("served_issue_delay", "loadgen_trace")
 TTFT = ("served_time_to_first_token", "loadgen_trace_and_server_clock")
 TPOT = ("served_time_per_output_token", "server_clock")
 TOKEN_RATE = ("served_output_tokens_per_request", "loadgen_trace_and_server_clock")
@@ -61,6 +62,7 @@ class Matched:
     latency_s: list[float]
     queueing_s: list[float]
     service_s: list[float]
+    issue_delay_s: list[float]
     records: list[RequestRecord]
     samples: list[TraceSample]
     diagnostics: list[Diagnostic]
@@ -78,7 +80,7 @@ def match(records: Sequence[RequestRecord], trace: Sequence[TraceSample]) -> Mat
                 f"{len(records)}; only the pairs in issue order with equal indices are used",
             )
         )
-    latency, queueing, service, kept, kept_trace = [], [], [], [], []
+    latency, queueing, service, issue, kept, kept_trace = [], [], [], [], [], []
     for record, sample in zip(records, trace, strict=False):
         if record.index != sample.index or not record.served or record.done_ns < 0:
             continue
@@ -86,6 +88,7 @@ def match(records: Sequence[RequestRecord], trace: Sequence[TraceSample]) -> Mat
         wait = max(0, record.started_ns - record.issued_ns)
         queueing.append((sample.issue_delay_ns + wait) / 1e9)
         service.append(max(0, record.done_ns - record.started_ns) / 1e9)
+        issue.append(sample.issue_delay_ns / 1e9)
         kept.append(record)
         kept_trace.append(sample)
     dropped = min(len(records), len(trace)) - len(kept)
@@ -99,7 +102,7 @@ def match(records: Sequence[RequestRecord], trace: Sequence[TraceSample]) -> Mat
                 count=dropped,
             )
         )
-    return Matched(latency, queueing, service, kept, kept_trace, diagnostics)
+    return Matched(latency, queueing, service, issue, kept, kept_trace, diagnostics)
 
 
 def token_figures(matched: Matched) -> ServedTokens:

@@ -24,6 +24,7 @@ from ..measure.host import HostMonitor, host_diagnostics
 from ..provenance import build_provenance
 from ..report import Diagnostic, HostState, ServedBatching, ServedReport
 from .figures import (
+    ISSUE,
     LATENCY,
     QUEUEING,
     SERVICE,
@@ -259,6 +260,9 @@ def served_report(
         latency=distribution(matched.latency_s, unit="s", scope=LATENCY[0], method=LATENCY[1]),
         queueing=distribution(matched.queueing_s, unit="s", scope=QUEUEING[0], method=QUEUEING[1]),
         service=distribution(matched.service_s, unit="s", scope=SERVICE[0], method=SERVICE[1]),
+        loadgen_issue_delay=distribution(
+            matched.issue_delay_s, unit="s", scope=ISSUE[0], method=ISSUE[1]
+        ),
         offered_qps=offered_qps(scenario, matched.samples),
         achieved_qps=achieved_qps(matched.samples),
         validity=validity(run.output.detail),
@@ -272,6 +276,7 @@ def served_report(
         latencies_s=matched.latency_s,
         queueing_s=matched.queueing_s,
         service_s=matched.service_s,
+        issue_delay_s=matched.issue_delay_s,
         arrivals_s=_arrivals(matched),
         loadgen=loadgen_results(run.output.detail.values),
         loadgen_version=run.output.version,
