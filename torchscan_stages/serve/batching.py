@@ -2,9 +2,10 @@
 
 Each sample is ``(args, kwargs)`` of one request. The batched handler concatenates every
 tensor argument along dim 0 across the gathered requests, runs the forward once, and splits
-the output back by each request's own dim-0 size (a tensor, a tuple/list of tensors, or a
-mapping of tensors such as a Hugging Face ModelOutput). Non-tensor arguments must be equal
-across the batch (they are passed once).
+the output back by each request's own dim-0 size (tensors, tuples/lists and mappings of
+them such as a Hugging Face ModelOutput; a value without the batch on dim 0, such as a KV
+cache object, is the whole batch's and goes to every request as it is). Non-tensor
+arguments must be equal across the batch (they are passed once).
 """
 
 from __future__ import annotations
@@ -62,16 +63,17 @@ def _stack(values: list[Any], where: str) -> Any:
 
 
 def split_output(output: Any, sizes: Sequence[int]) -> list[Any]:
-    """One output per request, split on dim 0 by ``sizes``."""
+    """One output per request: tensors with the batch on dim 0 split by ``sizes``, tuples,
+    lists and mappings split item by item; anything else (a KV cache object, a scalar) is
+    the whole batch's and handed to every request as it is."""
     if isinstance(output, torch.Tensor):
-        return list(torch.split(output, list(sizes), dim=0))
+        if output.dim() > 0 and output.shape[0] == sum(sizes):
+            return list(torch.split(output, list(sizes), dim=0))
+        return [output] * len(sizes)
     if isinstance(output, (tuple, list)):
         parts = [split_output(item, sizes) for item in output]
         return [type(output)(part[i] for part in parts) for i in range(len(sizes))]
     if isinstance(output, Mapping):
         split = {key: split_output(value, sizes) for key, value in output.items()}
         return [{key: pieces[i] for key, pieces in split.items()} for i in range(len(sizes))]
-    raise ContractError(
-        f"cannot split a {type(output).__name__} output between batched requests: return "
-        "tensors, tuples, lists or mappings of them"
-    )
+    return [output] * len(sizes)
