@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # Installs only when pyproject.toml or constraints.txt changed since the last install.
-# Each target installs what it uses: `make main` the pipeline and hf extras (MAIN_STAMP);
-# `make check` those plus dev (TEST_STAMP: ruff, mypy, pytest; no Ray); `make setup` and
+# Each target installs what it uses: `make main` the pipeline, hf and serve extras (MAIN_STAMP);
+# `make check` those plus dev and quant (TEST_STAMP: ruff, mypy, pytest; no Ray); `make setup` and
 # `make check-scale` every extra, Ray's scale extra (~125 MB) included (STAMP).
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
@@ -30,18 +30,18 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml constraints.txt | $(PY)
-	@echo "installing the package with its pipeline, dev, hf, quant and scale extras (a few minutes the first time)"
-	$(BEAT) install $(NO_PREFIX) $(PY) .ci/install $(PY) -c constraints.txt -e '.[pipeline,dev,hf,quant,scale]'
+	@echo "installing the package with its pipeline, dev, hf, quant, serve and scale extras (a few minutes the first time)"
+	$(BEAT) install $(NO_PREFIX) $(PY) .ci/install $(PY) -c constraints.txt -e '.[pipeline,dev,hf,quant,serve,scale]'
 	@touch $(STAMP) $(TEST_STAMP) $(MAIN_STAMP)
 
 $(TEST_STAMP): pyproject.toml constraints.txt | $(PY)
-	@echo "installing the package with its pipeline, dev, hf and quant extras (what the tests use; no Ray)"
-	$(BEAT) install $(NO_PREFIX) $(PY) .ci/install $(PY) -c constraints.txt -e '.[pipeline,dev,hf,quant]'
+	@echo "installing the package with its pipeline, dev, hf, quant and serve extras (what the tests use; no Ray)"
+	$(BEAT) install $(NO_PREFIX) $(PY) .ci/install $(PY) -c constraints.txt -e '.[pipeline,dev,hf,quant,serve]'
 	@touch $(TEST_STAMP) $(MAIN_STAMP)
 
 $(MAIN_STAMP): pyproject.toml constraints.txt | $(PY)
-	@echo "installing the package with its pipeline and hf extras (a few minutes the first time)"
-	$(BEAT) install $(NO_PREFIX) $(PY) .ci/install $(PY) -c constraints.txt -e '.[pipeline,hf]'
+	@echo "installing the package with its pipeline, hf and serve extras (a few minutes the first time)"
+	$(BEAT) install $(NO_PREFIX) $(PY) .ci/install $(PY) -c constraints.txt -e '.[pipeline,hf,serve]'
 	@touch $(MAIN_STAMP)
 
 setup: $(STAMP)

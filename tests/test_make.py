@@ -58,7 +58,7 @@ def test_main_installs_without_the_scale_extra_and_after_setup_installs_nothing(
 ) -> None:
     folder = _scratch(tmp_path)
     plan = _dry_run(folder, "main")
-    assert "-e '.[pipeline,hf]'" in plan and "scale" not in plan  # no Ray for the main job
+    assert "-e '.[pipeline,hf,serve]'" in plan and "scale" not in plan  # no Ray for the main job
     assert "dvc repro" in plan
     for stamp in (".installed", ".installed-main"):  # what a full `make setup` leaves
         (folder / ".venv" / stamp).write_text("")
@@ -97,7 +97,7 @@ def test_check_after_main_installs_no_ray_and_runs_both_tiers(tmp_path: Path) ->
     os.utime(folder / "constraints.txt", (1_000, 1_000))
     os.utime(main_stamp, (2_000, 2_000))
     plan = _dry_run(folder, "check")
-    assert "-e '.[pipeline,dev,hf,quant]'" in plan and "scale" not in plan  # no Ray for the tests
+    assert "-e '.[pipeline,dev,hf,quant,serve]'" in plan and "scale" not in plan  # no Ray
     assert '-m pytest -q -m "not slow"' in plan  # the fast tier
     assert '-m pytest -q -m "slow and not ray"' in plan  # the DVC end-to-end tier
     # two jobs side by side, lint first: lint, then the e2e tier beside fast tier and mypy

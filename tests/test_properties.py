@@ -18,6 +18,7 @@ import torch
 from hypothesis import event, given
 from hypothesis import strategies as st
 from property_settings import property_settings
+from served_reports import capacity_sample, served_sample
 from simulated_clock import SimulatedClock
 from torch import nn
 
@@ -221,7 +222,8 @@ def test_random_image_stacks_never_raise_and_leave_the_model(
 
 
 def _valid_documents() -> list[dict[str, Any]]:
-    """Real reports: a crawl, memory, latency, a model diff, operator FLOPs, RSS, a profile."""
+    """Real reports: a crawl, memory, latency, a model diff, operator FLOPs, RSS, a profile,
+    a served run and a capacity search (injected queues)."""
     model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
     analysis = crawl_module(model, (4,))
     wider = crawl_module(nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2)), (4,))
@@ -241,7 +243,9 @@ def _valid_documents() -> list[dict[str, Any]]:
         timeout=60,
     )
     profile = profile_workload(lambda: model(torch.randn(2, 4)), row_limit=5)
-    reports = (analysis, memory, latency, diff, flops, rss, profile)
+    # served runs from an injected queue (few requests: partial percentiles too)
+    served, capacity = served_sample(40, 100.0, tokens=2), capacity_sample(40)
+    reports = (analysis, memory, latency, diff, flops, rss, profile, served, capacity)
     return [json.loads(r.model_dump_json()) for r in reports]
 
 

@@ -18,6 +18,7 @@ import torch
 from hypothesis import event, given
 from hypothesis import strategies as st
 from property_settings import property_settings
+from served_reports import capacity_sample, served_sample
 from simulated_clock import SimulatedClock
 from torch import nn
 
@@ -105,6 +106,9 @@ def _every_kind() -> dict[str, Any]:
         ),
         "prediction": predict_peak_memory(lambda: model(torch.randn(2, 3)), device="cpu"),
         "history": _history(),
+        # served runs from injected records and traces (a LoadGen run is tests/serve's)
+        "served": served_sample(tokens=3),
+        "served_capacity": capacity_sample(),
     }
     assert {r.kind for r in reports.values()} == set(REPORT_TYPES)  # every kind is here
     return reports

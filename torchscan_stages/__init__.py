@@ -39,8 +39,13 @@ if TYPE_CHECKING:
         MetricResult,
         PredictionReport,
         ReportDiff,
+        ServedCapacity,
+        ServedReport,
         load_report,
     )
+    from .serve.capacity import CapacitySearch, served_capacity
+    from .serve.measure import measure_served
+    from .serve.options import ServeOptions
 
 _PUBLIC: dict[str, str] = {
     "crawl_module": ".analysis.crawl",
@@ -61,6 +66,12 @@ _PUBLIC: dict[str, str] = {
     "compare_benchmarks": ".compare.benchmarks",
     "Judge": ".compare.deltas",
     "LatencyOptions": ".measure.latency_options",
+    "measure_served": ".serve.measure",
+    "served_capacity": ".serve.capacity",
+    "ServeOptions": ".serve.options",
+    "CapacitySearch": ".serve.capacity",
+    "ServedReport": ".report",
+    "ServedCapacity": ".report",
     "render_report": ".render",
     "load_report": ".report",
     "AnalysisReport": ".report",
@@ -79,6 +90,7 @@ __all__ = [
     "BatchSearch",
     "BenchmarkComparison",
     "BenchmarkReport",
+    "CapacitySearch",
     "Diagnostic",
     "FlopReport",
     "IncompleteAnalysisError",
@@ -88,6 +100,9 @@ __all__ = [
     "ModuleHandler",
     "PredictionReport",
     "ReportDiff",
+    "ServeOptions",
+    "ServedCapacity",
+    "ServedReport",
     "__version__",
     "compare_benchmarks",
     "compare_reports",
@@ -98,12 +113,14 @@ __all__ = [
     "measure_latency",
     "measure_peak_memory",
     "measure_peak_rss",
+    "measure_served",
     "measure_workload",
     "predict_ddp_peak_memory",
     "predict_peak_memory",
     "predict_sharded_peak_memory",
     "profile_workload",
     "render_report",
+    "served_capacity",
     "summary",
 ]
 

@@ -19,9 +19,11 @@ from pipeline_repo import run
 
 ROOT = Path(__file__).resolve().parents[2]
 
-MEASUREMENTS = {"crawl", "flops", "memory", "latency", "rss", "profile", "compare", "predict"}
+MEASUREMENTS = {
+    "crawl", "flops", "memory", "latency", "rss", "profile", "compare", "predict", "serve",
+}  # fmt: skip
 # The stages that time (and so depend on `threads`); the others count.
-TIMED = {"latency", "rss", "profile", "compare"}
+TIMED = {"latency", "rss", "profile", "compare", "serve"}
 # Run on every `dvc repro` (always_changed), each rewriting its output only when it changed.
 ALWAYS = {"env", "sources"}
 # `dvc status` always lists an always_changed stage, even when everything is up to date.

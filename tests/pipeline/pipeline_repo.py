@@ -48,6 +48,8 @@ TINY = {
     "compare": {"warmup": 0.0, "min_run_time": 0.05, "max_run_time": 1.0},
     "profile": {"row_limit": 5},
 }
+# the serve stage's default option of its config group (conf/serve/): a short LoadGen run
+TINY_GROUPS = {"serve/single_stream": {"duration_s": 0.1}}
 
 
 def run(
@@ -86,6 +88,11 @@ def shrink_conf(repo: Path) -> None:
     for section, values in TINY.items():
         conf[section].update(values)
     path.write_text(yaml.safe_dump(conf, sort_keys=False), encoding="utf-8")
+    for option, values in TINY_GROUPS.items():
+        group = repo / "conf" / f"{option}.yaml"
+        settings = yaml.safe_load(group.read_text(encoding="utf-8"))
+        settings.update(values)
+        group.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
     run(repo, "python", "-m", "torchscan_stages.pipeline.compose")
 
 

@@ -20,7 +20,7 @@ from torchscan_stages.pipeline.schema import ConfigError, validate_config
 from torchscan_stages.pipeline.workload import build_workload, thread_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-STAGES_WITH_PARAMS = ("crawl", "flops", "memory", "latency", "rss", "profile", "compare")
+STAGES_WITH_PARAMS = ("crawl", "flops", "memory", "latency", "rss", "profile", "compare", "serve")
 
 
 def _params() -> dict:

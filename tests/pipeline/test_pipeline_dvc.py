@@ -35,7 +35,8 @@ from pipeline_checks import (
 from pipeline_children import dvc_env
 from pipeline_repo import PipelineRepos, Reproduced, repro, run
 
-from torchscan_stages.report import FlopReport, load_report
+from torchscan_stages.report import FlopReport, ServedReport, load_report
+from torchscan_stages.serve.metrics import served_metrics
 from torchscan_stages.stages.render import ORDER as REPORTS
 
 # A bound on a hang, not a timing claim: each test's `dvc repro` runs (and the first test's
@@ -172,7 +173,16 @@ def test_second_clone_pulls_from_the_default_remote_and_measures_nothing(repo: P
 
 def test_latency_setting_reruns_latency_and_dependents_only(repo: Path) -> None:
     before = run(repo, "git", "rev-parse", "HEAD").stdout.strip()
-    set_params(repo, **{"latency.min_run_time": 0.06})
+    set_params(repo, **{"latency.min_run_time": 0.06, "serve.duration_s": 0.12})
+    assert changed_stages(repo) == ALWAYS | {"latency", "serve"}  # DVC's rerun decision
+    # `dvc repro serve` after `dvc repro`: the serve stage alone is measured
+    assert repro(repo, "serve") == ALWAYS | {"serve"}
+    served = load_report(repo / "reports" / "serve.json")
+    assert isinstance(served, ServedReport) and served.options["duration_s"] == 0.12
+    assert served.provenance.run is not None and "serve" in served.provenance.run.config
+    metrics = json.loads((repo / "metrics" / "serve.json").read_text())
+    expected = {k: v for k, v in served_metrics(served).items() if v is not None}
+    assert metrics == expected and "achieved_per_s" in metrics  # complete values, copied
     assert repro(repo) == ALWAYS | {"latency", "render"}
     commit(repo, "longer latency run")
     params = json.loads(run(repo, "dvc", "params", "diff", before, "HEAD", "--json").stdout)

@@ -28,7 +28,7 @@ def _stages() -> dict[str, Any]:
 def test_threads_is_a_param_of_exactly_the_stages_that_time() -> None:
     stages = _stages()
     with_threads = {name for name, stage in stages.items() if "threads" in stage.get("params", [])}
-    assert with_threads == set(TIMING_STAGES) == {"latency", "rss", "profile", "compare"}
+    assert with_threads == set(TIMING_STAGES) == {"latency", "rss", "profile", "compare", "serve"}
     # every other stage that builds the model still depends on everything else it reads
     for name in ("crawl", "flops", "memory", "predict"):
         assert stages[name]["params"][:5] == ["model", "input", "device", "precision", "seed"]

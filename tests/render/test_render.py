@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import render_samples as samples
 import torch
+from served_reports import capacity_sample, served_sample
 
 from torchscan_stages import Diagnostic, measure_flops
 from torchscan_stages.render import render_index, render_report
@@ -27,6 +28,15 @@ ALL: dict[str, Callable[[], AnyReport]] = {
     "benchmark_comparison": samples.comparison,
     "prediction": samples.prediction_report,
     "history": samples.history_report,
+    "served": lambda: served_sample(tokens=3, name="<script>alert(1)</script>").model_copy(
+        update={"provenance": samples.provenance(stage="serve")}
+    ),
+    "served_capacity": lambda: capacity_sample().model_copy(
+        update={
+            "provenance": samples.provenance(stage="serve"),
+            "name": "<script>alert(1)</script>",
+        }
+    ),
 }
 # any URL-bearing reference to a resource: src/href/url()/@import/srcset/<link>
 RESOURCE = re.compile(

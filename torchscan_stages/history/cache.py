@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..report import BenchmarkReport, MetricResult, load_report
+from ..report import BenchmarkReport, MetricResult, ServedReport, load_report
 
 
 def cache_dir(repo: str | os.PathLike[str]) -> Path:
@@ -78,6 +78,10 @@ def metric_result(report: Any, name: str) -> MetricResult | None:
         return getattr(totals, name)  # type: ignore[no-any-return]
     if getattr(report, "kind", None) == "flops" and name in _FLOPS:
         return getattr(report, _FLOPS[name], None)
+    if isinstance(report, ServedReport):  # metrics/serve.json: serve.metrics names them
+        from ..serve.metrics import served_field
+
+        return served_field(report, name)
     if not isinstance(report, BenchmarkReport):
         return None
     if report.latency is not None and name in _LATENCY:

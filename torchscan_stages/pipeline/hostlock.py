@@ -40,7 +40,7 @@ from typing import Any
 LOCK_ENV = "TORCHSCAN_TIMING_LOCK"
 PROGRESS_ENV = "TORCHSCAN_LOCK_PROGRESS_S"
 HOLDER = "holder.json"
-TIMING_STAGES = frozenset({"latency", "rss", "profile", "compare"})
+TIMING_STAGES = frozenset({"latency", "rss", "profile", "compare", "serve"})
 _last: int | None = None
 
 

@@ -156,6 +156,30 @@ class PredictSettings(_Strict):
     batches: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
 
 
+class ServeSettings(_Strict):
+    """The serve stage: ServeOptions's fields a pipeline sets, and the LoadGen scenario."""
+
+    scenario: Literal["single_stream", "server", "offline", "multi_stream"] = "single_stream"
+    target_qps: float | None = Field(default=None, gt=0, le=1e6, allow_inf_nan=False)
+    duration_s: float = Field(default=1.0, gt=0, le=86400, allow_inf_nan=False)
+    min_queries: int = Field(default=1, ge=1)
+    bound_s: float | None = Field(default=None, gt=0, le=86400, allow_inf_nan=False)
+    percentile: float = Field(default=99.0, gt=0, le=99.999)
+    max_batch: int = Field(default=1, ge=1, le=65536)
+    max_wait_s: float = Field(default=0.0, ge=0, le=86400, allow_inf_nan=False)
+    request_timeout_s: float = Field(default=30.0, gt=0, le=86400, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _rate_for_server(self) -> ServeSettings:
+        if self.scenario == "server" and self.target_qps is None:
+            raise ValueError("target_qps: scenario 'server' needs an offered rate (> 0)")
+        return self
+
+    def options(self) -> dict[str, Any]:
+        """The ServeOptions mapping (everything but the scenario)."""
+        return self.model_dump(exclude={"scenario"})
+
+
 class Budgets(_Strict):
     """Owner budgets; ``None`` means no budget (nothing is invented)."""
 
@@ -184,6 +208,7 @@ class PipelineConfig(_Strict):
     candidate: CandidateConfig
     budgets: Budgets
     predict: PredictSettings = PredictSettings()
+    serve: ServeSettings = ServeSettings()
 
 
 def _find_missing(node: Any, path: str) -> list[str]:

@@ -29,6 +29,8 @@ from ..report import (
     MetricResult,
     PredictionReport,
     ReportDiff,
+    ServedCapacity,
+    ServedReport,
     Status,
     atomic_write_text,
     check_output_path,
@@ -56,6 +58,7 @@ from .common import (
 from .format import describe_value, humanize_text, metric_cell
 from .history_view import history_body, history_status, history_status_note
 from .prediction_view import prediction_view
+from .served_view import capacity_view, served_view
 from .sweep_view import sweep_view
 from .tree_data import RUN_MIN, script_json, tree_data
 
@@ -69,6 +72,8 @@ _KIND_LABEL = {
     "benchmark_comparison": "Benchmark comparison",
     "prediction": "Peak memory prediction",
     "history": "History across commits",
+    "served": "Served latency under load",
+    "served_capacity": "Served capacity at a latency bound",
 }
 
 
@@ -154,6 +159,16 @@ def _headlines(report: AnyReport) -> list[Headline]:
         return [Headline(label, peak, "; ".join(notes))]
     if isinstance(report, HistoryReport):
         return []  # its steps table is its headline (history_view)
+    if isinstance(report, ServedReport):
+        verdict = f"LoadGen: {report.validity.verdict or 'no verdict'}"
+        return [
+            Headline("served p50 latency", report.latency.p50, verdict),
+            Headline("served p99 latency", report.latency.p99, verdict),
+            Headline("achieved rate", report.achieved_qps),
+        ]
+    if isinstance(report, ServedCapacity):
+        note = f"p{report.percentile:g} <= {report.bound_s:g} s over {len(report.curve)} run(s)"
+        return [Headline("capacity", report.capacity_qps, note)]
     # an info diagnostic naming a delta's metric (e.g. bf16 on a CPU without bf16 matrix
     # units: expect slower) is what a reader of that row needs beside the verdict
     infos: dict[str, list[str]] = {}
@@ -239,6 +254,8 @@ def _title(report: AnyReport) -> str:
         return report.model_type
     if isinstance(report, FlopReport | BenchmarkReport | PredictionReport):
         return report.name or _KIND_LABEL[report.kind]
+    if isinstance(report, ServedReport | ServedCapacity):
+        return report.name or report.handler
     if isinstance(report, ReportDiff):
         return f"{report.before_model} → {report.after_model}"
     if isinstance(report, HistoryReport):
@@ -318,6 +335,10 @@ def _view(report: AnyReport, flops_elsewhere: str | None = None) -> dict[str, An
             "hist": functools.partial(history_body, report),
             "note": history_status_note(report),
         }
+    if isinstance(report, ServedReport):
+        return {"served": served_view(report)}
+    if isinstance(report, ServedCapacity):
+        return {"capacity": capacity_view(report)}
     return {"cmp": comparison_view(report)}
 
 

@@ -100,6 +100,15 @@ from .models import (
     Verdict,
 )
 from .records import LayerMetrics, LayerOperatorFlops, LayerRecord, ParameterStats, ValueMeta
+from .served import (
+    CapacityPoint,
+    ServedBatching,
+    ServedCapacity,
+    ServedDistribution,
+    ServedReport,
+    ServedTokens,
+    ServedValidity,
+)
 
 __all__ = [
     "GZIP_MAGIC",
@@ -118,6 +127,7 @@ __all__ = [
     "BenchmarkComparison",
     "BenchmarkReport",
     "BlockOutlier",
+    "CapacityPoint",
     "CheckResult",
     "CompileRecord",
     "Diagnostic",
@@ -157,6 +167,12 @@ __all__ = [
     "RssSection",
     "RunContext",
     "RuntimeState",
+    "ServedBatching",
+    "ServedCapacity",
+    "ServedDistribution",
+    "ServedReport",
+    "ServedTokens",
+    "ServedValidity",
     "Severity",
     "Status",
     "StrictNumber",

@@ -21,6 +21,7 @@ from .models import (
     ReportDiff,
     _Report,
 )
+from .served import ServedCapacity, ServedReport
 
 AnyReport: TypeAlias = Annotated[
     AnalysisReport
@@ -29,7 +30,9 @@ AnyReport: TypeAlias = Annotated[
     | ReportDiff
     | BenchmarkComparison
     | PredictionReport
-    | HistoryReport,
+    | HistoryReport
+    | ServedReport
+    | ServedCapacity,
     Field(discriminator="kind"),
 ]
 

@@ -11,18 +11,12 @@ from pydantic_core import ErrorDetails
 
 from .codec import build_layers, expand_layers, share_metric_maps
 from .consistency import check_analysis
-from .history import HistoryReport
 from .io import _parse, _read_source
-from .kinds import REPORT_TYPES
+from .kinds import REPORT_TYPES, AnyReport
 from .metric import READABLE_VERSIONS, SCHEMA_VERSION
 from .models import (
     AnalysisReport,
     BaseReport,
-    BenchmarkComparison,
-    BenchmarkReport,
-    FlopReport,
-    PredictionReport,
-    ReportDiff,
 )
 
 
@@ -35,17 +29,7 @@ def _first_error(error: ValidationError) -> str:
     return f"{location}: {first['msg']}{more}"
 
 
-def load_report(
-    path_or_text: str | os.PathLike[str] | bytes,
-) -> (
-    AnalysisReport
-    | FlopReport
-    | BenchmarkReport
-    | ReportDiff
-    | BenchmarkComparison
-    | PredictionReport
-    | HistoryReport
-):
+def load_report(path_or_text: str | os.PathLike[str] | bytes) -> AnyReport:
     """Load any report kind from a path or JSON text; refuse anything it cannot vouch for.
 
     Every refusal is one ``ValueError`` naming the file (or ``<text>``) and what is wrong:

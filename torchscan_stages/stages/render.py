@@ -17,6 +17,7 @@ ORDER = (
     "predict",
     "memory",
     "latency",
+    "serve",
     "rss",
     "profile",
     "compare",

@@ -1,0 +1,55 @@
+"""Stage ``serve``: the configured workload served under MLPerf LoadGen, per request.
+
+Measures: per-request latency percentiles (LoadGen's own, arrival to completion), queueing
+delay and service time, offered and achieved rates and LoadGen's validity verdict, in the
+scenario of ``serve`` (conf/serve/). Writes: reports/serve.json (ServedReport) and
+metrics/serve.json (complete values only).
+"""
+
+from __future__ import annotations
+
+import sys
+
+if not __package__:  # run as a file: its relative imports cannot work
+    sys.exit(
+        "torchscan_stages/stages/serve.py is part of a package; run it as a module: "
+        "python -m torchscan_stages.stages.serve"
+    )
+
+from ..pipeline.feedback import figure
+from ..pipeline.runner import WORKLOAD_KEYS, StageContext, record_execution, stage_main
+
+WRITES = ("reports/serve.json", "metrics/serve.json")
+KEYS = (*WORKLOAD_KEYS, "serve")
+
+
+def run(ctx: StageContext) -> None:
+    from ..pipeline.serving import served_handler
+    from ..pipeline.workload import build_workload, thread_settings
+    from ..serve.measure import measure_served
+    from ..serve.metrics import served_metrics
+
+    cfg = ctx.config
+    built = build_workload(cfg)
+    handler, samples = served_handler(built, cfg.serve.max_batch)
+    with thread_settings(cfg.threads), ctx.timed():
+        report = measure_served(
+            handler,
+            samples,
+            scenario=cfg.serve.scenario,
+            options=cfg.serve.options(),
+            device=built.device,
+            name=built.name,
+        )
+    record_execution(report, built.precision)
+    ctx.headline = [
+        figure("served p50", report.latency.p50),
+        figure("served p99", report.latency.p99),
+        figure("achieved", report.achieved_qps),
+    ]
+    ctx.write_report(report)
+    ctx.write_metrics(served_metrics(report))
+
+
+if __name__ == "__main__":
+    stage_main("serve", KEYS, run, about=__doc__ or "", writes=WRITES)
