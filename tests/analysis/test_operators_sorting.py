@@ -163,3 +163,17 @@ def test_scaled_grouped_mm_formula_reads_offsets_at_its_own_position() -> None:
     assert formula((a, b, *scales, offs), {}, None) == 2304
     assert formula((a, b, *scales), {"offs": offs}, None) == 2304
     assert formula((a, b, *scales), {}, None) == 2 * 10 * 16 * 8  # no offsets: every row
+
+
+def test_isin_counts_one_comparison_per_pair() -> None:
+    """generate's end-of-sequence check: every element against every test element."""
+    ids = torch.tensor([[3, 1], [0, 2], [1, 1]])  # 6 elements
+    eos = torch.tensor([1, 2])  # 2 test elements
+    total, products, calls = _counted(lambda: torch.isin(ids, eos))
+    assert (total, products) == (6 * 2, 0)  # 12 comparisons, no products
+    assert calls == {"aten.isin": 1}
+    # scalar overloads: 6 elements x 1 test element; 1 element x 2 test elements
+    assert _counted(lambda: torch.isin(ids, 1))[0] == 6
+    assert _counted(lambda: torch.isin(1, eos))[0] == 2
+    # invert flips the answer at no further comparison: 6 * 2 = 12
+    assert _counted(lambda: torch.isin(ids, eos, invert=True))[0] == 12
