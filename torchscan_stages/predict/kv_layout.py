@@ -1,0 +1,135 @@
+"""A decoder's KV-cache layout, read off its own config: what each layer keeps per token.
+
+The cache a serving engine allocates per sequence follows the attention of each layer:
+
+* ``full``: every token's keys and values, ``kv_heads x (head_dim + v_head_dim)`` elements
+  (grouped-query attention keeps ``num_key_value_heads``, not the query heads);
+* ``sliding``: the same per token, for at most ``window`` tokens (``sliding_window``, or
+  ``attention_chunk_size`` for chunked attention);
+* ``latent``: multi-head latent attention (DeepSeek-V2/V3 style) keeps one compressed
+  vector per token, ``kv_lora_rank + qk_rope_head_dim`` elements, shared by K and V (what
+  vLLM and SGLang cache; transformers' eager cache holds the decompressed keys and values);
+* ``shared``: a layer that reads another layer's cache (``num_kv_shared_layers``) keeps none;
+* ``recurrent``: a layer without attention (``linear_attention``, ``mamba``, ``conv``) keeps
+  no KV cache but a fixed per-sequence state this module cannot size from the config.
+
+Configs are read duck-typed (transformers' attribute names; GPT-2's ``n_layer`` etc. come
+through its ``attribute_map``): ``layer_types`` when the config lists it, else Jamba's
+``layers_block_type``, else one kind for every layer (sliding when ``sliding_window`` is set
+and ``use_sliding_window`` is not False).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+Kind: TypeAlias = Literal["full", "sliding", "latent", "shared", "recurrent"]
+ATTENTION_TYPES = {"full_attention": "full", "attention": "full"}
+WINDOW_TYPES = {"sliding_attention": "sliding_window", "chunked_attention": "attention_chunk_size"}
+
+
+@dataclass(frozen=True)
+class LayerCache:
+    """What one layer keeps per token of a sequence (elements), and for how many tokens."""
+
+    kind: Kind
+    elements_per_token: int  # 0 for shared and recurrent layers
+    window: int | None = None  # sliding layers keep at most this many tokens
+
+    def tokens_held(self, context_len: int) -> int:
+        if self.elements_per_token == 0:
+            return 0
+        return min(self.window, context_len) if self.window is not None else context_len
+
+
+@dataclass(frozen=True)
+class CacheLayout:
+    """Every layer's cache, the attention shape behind it, and the model's context limit."""
+
+    layers: tuple[LayerCache, ...]
+    heads: int
+    kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    latent_rank: int | None  # kv_lora_rank of a latent (MLA) cache
+    vocab_size: int | None
+    max_positions: int | None
+
+    def elements_per_sequence(self, context_len: int) -> int:
+        return sum(
+            layer.elements_per_token * layer.tokens_held(context_len) for layer in self.layers
+        )
+
+    @property
+    def recurrent_layers(self) -> list[int]:
+        return [i for i, layer in enumerate(self.layers) if layer.kind == "recurrent"]
+
+
+def _int(config: Any, *names: str) -> int | None:
+    for name in names:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _layer_types(config: Any, count: int) -> list[str]:
+    listed = getattr(config, "layer_types", None)
+    if isinstance(listed, (list, tuple)) and len(listed) == count:
+        return [str(kind) for kind in listed]
+    blocks = getattr(config, "layers_block_type", None)  # Jamba: "attention" / "mamba"
+    if isinstance(blocks, (list, tuple)) and len(blocks) == count:
+        return [str(kind) for kind in blocks]
+    sliding = _int(config, "sliding_window") and getattr(config, "use_sliding_window", True)
+    return ["sliding_attention" if sliding else "full_attention"] * count
+
+
+def read_layout(config: Any, where: str) -> CacheLayout:
+    """The layout of ``config``; ValueError naming the missing field when it has no attention."""
+    layers = _int(config, "num_hidden_layers", "n_layer", "num_layers")
+    heads = _int(config, "num_attention_heads", "n_head", "num_heads")
+    if layers is None or heads is None:
+        raise ValueError(
+            f"kv_cache_plan: {where} has no attention config (num_hidden_layers and "
+            "num_attention_heads, as a transformers decoder config has); give an HF causal "
+            "LM or its config"
+        )
+    kv_heads = _int(config, "num_key_value_heads") or heads
+    hidden = _int(config, "hidden_size", "n_embd", "d_model")
+    head_dim = _int(config, "head_dim") or (hidden // heads if hidden else None)
+    if head_dim is None:
+        raise ValueError(f"kv_cache_plan: {where} has neither head_dim nor hidden_size")
+    v_head_dim = _int(config, "v_head_dim") or head_dim
+    latent = _int(config, "kv_lora_rank")
+    per_token = kv_heads * (head_dim + v_head_dim)
+    if latent is not None:
+        per_token = latent + (_int(config, "qk_rope_head_dim") or 0)
+    shared_from = layers - (_int(config, "num_kv_shared_layers") or 0)
+    built: list[LayerCache] = []
+    for index, kind in enumerate(_layer_types(config, layers)):
+        built.append(_layer(config, index, kind, per_token, latent is not None, shared_from))
+    return CacheLayout(
+        layers=tuple(built),
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        v_head_dim=v_head_dim,
+        latent_rank=latent,
+        vocab_size=_int(config, "vocab_size"),
+        max_positions=_int(config, "max_position_embeddings", "n_positions"),
+    )
+
+
+def _layer(
+    config: Any, index: int, kind: str, per_token: int, latent: bool, shared_from: int
+) -> LayerCache:
+    if kind not in ATTENTION_TYPES and kind not in WINDOW_TYPES:
+        return LayerCache("recurrent", 0)
+    if index >= shared_from:
+        return LayerCache("shared", 0)
+    if kind in WINDOW_TYPES:
+        window = _int(config, WINDOW_TYPES[kind])
+        if window is not None:
+            return LayerCache("sliding", per_token, window)
+    return LayerCache("latent" if latent else "full", per_token)
