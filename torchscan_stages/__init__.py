@@ -13,7 +13,6 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from .analysis.crawl import crawl_module
-    from .analysis.generation import generation_cost
     from .analysis.handlers import ModuleHandler
     from .analysis.operators import measure_flops
     from .compare.benchmarks import compare_benchmarks
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
     from .predict import predict_peak_memory
     from .predict.capacity import BatchSearch, max_batch_size
     from .predict.ddp import predict_ddp_peak_memory
-    from .predict.kv_plan import kv_cache_plan
     from .predict.sharded import predict_sharded_peak_memory
     from .render import render_report
     from .report import (
@@ -43,13 +41,15 @@ if TYPE_CHECKING:
         ReportDiff,
         load_report,
     )
+    from .serve.generation import generation_cost
+    from .serve.kv_plan import kv_cache_plan
 
 _PUBLIC: dict[str, str] = {
     "crawl_module": ".analysis.crawl",
     "summary": ".face",
     "ModuleHandler": ".analysis.handlers",
     "measure_flops": ".analysis.operators",
-    "generation_cost": ".analysis.generation",
+    "generation_cost": ".serve.generation",
     "measure_peak_memory": ".measure.memory",
     "measure_latency": ".measure.latency",
     "measure_peak_rss": ".measure.rss",
@@ -59,7 +59,7 @@ _PUBLIC: dict[str, str] = {
     "predict_sharded_peak_memory": ".predict.sharded",
     "max_batch_size": ".predict.capacity",
     "predict_ddp_peak_memory": ".predict.ddp",
-    "kv_cache_plan": ".predict.kv_plan",
+    "kv_cache_plan": ".serve.kv_plan",
     "BatchSearch": ".predict.capacity",
     "compare_reports": ".compare.reports",
     "compare_benchmarks": ".compare.benchmarks",

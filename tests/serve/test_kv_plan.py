@@ -16,8 +16,8 @@ pytest.importorskip("transformers", reason="the [hf] extra (transformers) is not
 import transformers
 
 from torchscan_stages.integrations.hf_models import build_hf_model
-from torchscan_stages.predict.kv_layout import read_layout
-from torchscan_stages.predict.kv_plan import kv_cache_plan
+from torchscan_stages.serve.kv_layout import read_layout
+from torchscan_stages.serve.kv_plan import kv_cache_plan
 
 KIB = 1024
 SMALL = {

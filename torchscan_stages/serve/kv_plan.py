@@ -25,9 +25,9 @@ import torch
 from torch import nn
 from torch.nn import functional
 
+from ..predict import predict_peak_memory
 from ..report import Diagnostic, MetricResult
 from .kv_layout import CacheLayout, read_layout
-from .peak import predict_peak_memory
 
 METHOD = "closed_form_from_config"
 QUANTIZED_CACHE_DTYPES = (torch.int8, torch.uint8)

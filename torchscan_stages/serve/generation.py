@@ -21,10 +21,10 @@ from typing import Any
 from torch import nn
 
 from .._gc import gc_paused
+from ..analysis.operators import OperatorCounter, OwnerOps, StackOwner, classify_custom_mapping
 from ..report import Diagnostic, FlopReport, MetricResult
 from ..workloads import eager_compiled_code
 from .generation_reads import CallReads, CallRecord, expert_field, weight_bytes
-from .operators import OperatorCounter, OwnerOps, StackOwner, classify_custom_mapping
 
 METHOD_FLOPS = "operator_dispatch"
 METHOD_READS = "forward_call_hooks"

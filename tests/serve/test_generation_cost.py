@@ -20,9 +20,9 @@ from torch import nn
 
 pytest.importorskip("transformers", reason="the [hf] extra (transformers) is not installed")
 
-from torchscan_stages.analysis.generation import generation_cost
 from torchscan_stages.analysis.operators import measure_flops
 from torchscan_stages.integrations.hf_models import build_hf_model, token_inputs
+from torchscan_stages.serve.generation import generation_cost
 
 B, S, N, V, D, FF, LAYERS = 2, 8, 4, 64, 32, 48, 2  # batch, prompt, new tokens, vocab, ...
 KV_WIDTH = 16  # 2 KV heads x head_dim 8 (4 query heads of 8)
