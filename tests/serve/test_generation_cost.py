@@ -14,6 +14,8 @@ each generate runs in well under a second on a loaded 2-core CPU.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -24,6 +26,7 @@ from torchscan_stages.analysis.operators import measure_flops
 from torchscan_stages.integrations.hf_models import build_hf_model, token_inputs
 from torchscan_stages.serve.generation import generation_cost
 
+ROOT = Path(__file__).resolve().parents[2]
 B, S, N, V, D, FF, LAYERS = 2, 8, 4, 64, 32, 48, 2  # batch, prompt, new tokens, vocab, ...
 KV_WIDTH = 16  # 2 KV heads x head_dim 8 (4 query heads of 8)
 TOKENS = {"bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 0}
@@ -224,3 +227,19 @@ def _hook_counts(model: nn.Module) -> tuple[int, ...]:
         len(glob._global_forward_hooks),
         len(glob._global_forward_pre_hooks),
     )
+
+
+def test_the_pipeline_decoder_config_generates_with_a_complete_count() -> None:
+    """conf/model/llama.yaml (the generation figures' model, `model=llama input=hf_tokens`):
+    built as the pipeline builds it, generate runs with the cache and counts completely."""
+    import yaml
+
+    conf = yaml.safe_load((ROOT / "conf" / "model" / "llama.yaml").read_text(encoding="utf-8"))
+    kwargs = {**conf["kwargs"], "seed": 0}  # ${seed}, resolved
+    model = build_hf_model(**kwargs)
+    tokens = token_inputs(batch_size=1, seq_len=8, vocab_size=kwargs["vocab_size"], seed=0)
+    cost = generation_cost(model, lambda: model.generate(**tokens, max_new_tokens=3))
+    assert cost.total.is_complete and [c.input_tokens for c in cost.calls] == [8, 1, 1]
+    # width 64, 4 heads of 16, 2 KV heads: decode step t reads 8 + t - 1 cached tokens x
+    # 2 layers x (K + V) x 2 KV heads x 16 x 4 B = 512 B per token: 4096, 4608
+    assert [c.kv_cache_bytes.value for c in cost.decode_steps] == [4096, 4608]
