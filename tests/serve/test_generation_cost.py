@@ -243,3 +243,22 @@ def test_the_pipeline_decoder_config_generates_with_a_complete_count() -> None:
     # width 64, 4 heads of 16, 2 KV heads: decode step t reads 8 + t - 1 cached tokens x
     # 2 layers x (K + V) x 2 KV heads x 16 x 4 B = 512 B per token: 4096, 4608
     assert [c.kv_cache_bytes.value for c in cost.decode_steps] == [4096, 4608]
+
+
+def test_encoder_decoder_calls_are_decoder_steps(prompt: dict[str, torch.Tensor]) -> None:
+    """T5: the encoder runs once before the first forward call (outside_flops); each call is
+    one decoder token and reads both its self-attention and its cross-attention cache."""
+    model = build_hf_model(
+        "T5Config",
+        model_class="AutoModelForSeq2SeqLM",
+        **{"vocab_size": V, "d_model": D, "d_kv": 8, "d_ff": FF, "num_layers": LAYERS},
+        **{"num_decoder_layers": LAYERS, "num_heads": 4, "pad_token_id": 0, "eos_token_id": 1},
+    )
+    cost = generation_cost(
+        model, lambda: model.generate(**prompt, **GENERATE, decoder_start_token_id=0)
+    )
+    assert cost.total.is_complete and [c.input_tokens for c in cost.calls] == [1, 1, 1, 1]
+    # per cached token: 2 layers x (K + V) x B x 4 heads x 8 x 4 B = 1024 B. Step t reads t
+    # decoder tokens and the S = 8 encoder tokens of the cross-attention: (t + 8) x 1024
+    assert [c.kv_cache_bytes.value for c in cost.calls] == [0, 9216, 10240, 11264]
+    assert "encoder_outside_forward_calls" in [d.code for d in cost.diagnostics]

@@ -125,6 +125,11 @@ def test_layouts_from_configs() -> None:
     assert hybrid.elements_per_sequence(1024) == 32 * 1024  # one attention layer
     neox = read_layout(transformers.GPTNeoXConfig(**SMALL | {"num_key_value_heads": 4}), "neox")
     assert neox.kv_heads == 4 and neox.elements_per_sequence(10) == 4 * 4 * 16 * 10  # MHA
+    # multi-query: one KV head (Falcon-7B's default; GPTBigCode); Falcon's new architecture
+    # keeps num_kv_heads
+    assert read_layout(transformers.FalconConfig(), "falcon").kv_heads == 1
+    falcon_new = transformers.FalconConfig(new_decoder_architecture=True, num_kv_heads=8)
+    assert read_layout(falcon_new, "falcon").kv_heads == 8
 
 
 DEEPSEEK = {
@@ -202,3 +207,5 @@ def test_a_model_without_attention_config_is_refused() -> None:
         kv_cache_plan(torch.nn.Linear(4, 4), 2**20, 128)
     with pytest.raises(ValueError, match=r"the config \(dict\) has no attention config"):
         kv_cache_plan({"num_hidden_layers": 2}, 2**20, 128)
+    with pytest.raises(ValueError, match=r"the config \(T5Config\) is an encoder-decoder"):
+        kv_cache_plan(transformers.T5Config(), 2**20, 128)

@@ -15,7 +15,7 @@ read. Call 0 is the prefill; calls 1.. are decode steps.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from torch import nn
@@ -105,7 +105,17 @@ def generation_cost(
     report = counter.report(name=name, scope="workload")
     report = report.model_copy(update={"by_module": {}})
     report.diagnostics[:0] = compiled_notes
-    return _assemble(model, counter.owner_ops(), reads.records, report)
+    cost = _assemble(model, counter.owner_ops(), reads.records, report)
+    if getattr(getattr(model, "config", None), "is_encoder_decoder", False) is True:
+        note = Diagnostic(
+            code="encoder_outside_forward_calls",
+            severity="info",
+            metric="generation_cost",
+            message="an encoder-decoder: generate runs the encoder once before the first "
+            "forward call, so its FLOPs are in outside_flops; calls are decoder steps",
+        )
+        cost = replace(cost, diagnostics=(*cost.diagnostics, note))
+    return cost
 
 
 def _flops(ops: OwnerOps | None, scope: str) -> tuple[MetricResult, MetricResult]:

@@ -12,8 +12,9 @@ Conventions (docs/serving.md, "LLM generation"):
   read only by its lookup counts the rows looked up (indices x row bytes), not the table.
 * KV-cache bytes: the ``keys`` and ``values`` held by the cache passed as
   ``past_key_values`` when the call starts (transformers' ``Cache.layers``, or the legacy
-  tuple of per-layer ``(key, value)`` pairs). A sliding-window layer holds its window, a
-  static cache its whole preallocated buffer (its attention reads every slot, masked).
+  tuple of per-layer ``(key, value)`` pairs; an encoder-decoder's self-attention and
+  cross-attention caches together). A sliding-window layer holds its window, a static cache
+  its whole preallocated buffer (its attention reads every slot, masked).
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ class CallRecord:
 
 def token_shape(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int | None, int | None]:
     """(batch, tokens per sequence) of a causal LM call: ``input_ids`` or ``inputs_embeds``."""
-    ids = kwargs.get("input_ids")
+    ids = kwargs.get("decoder_input_ids")  # an encoder-decoder's steps are its decoder's
+    if ids is None:
+        ids = kwargs.get("input_ids")
     if ids is None and args and isinstance(args[0], torch.Tensor):
         ids = args[0]
     if isinstance(ids, torch.Tensor) and ids.dim() == 2:
@@ -62,6 +65,12 @@ def cache_bytes(cache: Any) -> tuple[int | None, str | None]:
     """Bytes of keys and values held by ``cache``; (None, why) when a layer holds other state."""
     if cache is None:
         return 0, None
+    if hasattr(cache, "self_attention_cache") and hasattr(cache, "cross_attention_cache"):
+        own, own_note = cache_bytes(cache.self_attention_cache)  # an encoder-decoder's two
+        cross, cross_note = cache_bytes(cache.cross_attention_cache)
+        if own is None or cross is None:
+            return None, own_note or cross_note
+        return own + cross, None
     if isinstance(cache, (tuple, list)):  # legacy: ((key, value), ...) per layer
         return sum(_nbytes(t) for layer in cache for t in layer), None
     layers = getattr(cache, "layers", None)

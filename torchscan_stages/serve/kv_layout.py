@@ -3,7 +3,8 @@
 The cache a serving engine allocates per sequence follows the attention of each layer:
 
 * ``full``: every token's keys and values, ``kv_heads x (head_dim + v_head_dim)`` elements
-  (grouped-query attention keeps ``num_key_value_heads``, not the query heads);
+  (grouped-query attention keeps ``num_key_value_heads``, not the query heads; multi-query
+  attention one);
 * ``sliding``: the same per token, for at most ``window`` tokens (``sliding_window``, or
   ``attention_chunk_size`` for chunked attention);
 * ``latent``: multi-head latent attention (DeepSeek-V2/V3 style) keeps one compressed
@@ -95,7 +96,12 @@ def read_layout(config: Any, where: str) -> CacheLayout:
             "num_attention_heads, as a transformers decoder config has); give an HF causal "
             "LM or its config"
         )
-    kv_heads = _int(config, "num_key_value_heads") or heads
+    if getattr(config, "is_encoder_decoder", False) is True:
+        raise ValueError(
+            f"kv_cache_plan: {where} is an encoder-decoder: its cross-attention cache (one per "
+            "source length) is not modelled; plan decoder-only models"
+        )
+    kv_heads = _kv_heads(config, heads)
     hidden = _int(config, "hidden_size", "n_embd", "d_model")
     head_dim = _int(config, "head_dim") or (hidden // heads if hidden else None)
     if head_dim is None:
@@ -119,6 +125,19 @@ def read_layout(config: Any, where: str) -> CacheLayout:
         vocab_size=_int(config, "vocab_size"),
         max_positions=_int(config, "max_position_embeddings", "n_positions"),
     )
+
+
+def _kv_heads(config: Any, heads: int) -> int:
+    """KV heads: ``num_key_value_heads`` (GQA); Falcon's ``num_kv_heads`` under its new
+    architecture; one for multi-query attention (Falcon-7B, GPTBigCode); else every head."""
+    listed = _int(config, "num_key_value_heads")
+    if listed is not None:
+        return listed
+    if getattr(config, "new_decoder_architecture", False) is True:
+        return _int(config, "num_kv_heads") or heads
+    if getattr(config, "multi_query", False) is True:
+        return 1
+    return _int(config, "num_kv_heads") or heads
 
 
 def _layer(
