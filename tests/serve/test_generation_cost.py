@@ -6,7 +6,8 @@ sequence with ``k`` keys in its attention runs every linear layer on ``B * q`` r
 attention products ``2 * (2 * B * q * k * width)`` per layer, and the LM head on the last
 token of each sequence only (generate asks for ``logits_to_keep=1``). Generating N tokens
 runs N forward calls: the prefill (q = k = S), then decode steps t = 1 .. N-1 (q = 1,
-k = S + t: the cache holds S + t - 1 tokens and the step adds its own).
+k = S + t: the cache holds S + t - 1 tokens and the step adds its own). For Llama the whole
+total is written out too (``llama_call_total`` and ``GENERATE_OWN``).
 
 Tiny configs (width 32, 2 layers, vocabulary 64, batch 2, 8 prompt tokens, 4 new tokens):
 each generate runs in well under a second on a loaded 2-core CPU.
@@ -83,6 +84,41 @@ NEOX_GENERATE = generate_products(neox_call, lambda t: S + t)
 ISIN = 1 + N * (V + V + B)
 
 
+def llama_call_total(q: int, k: int) -> int:
+    """Every FLOP of one Llama forward call, not only its products (docs/operator-flops.md:
+    1 per element of each elementwise op, a reduction 1 per input element, mean +1 per row,
+    attention's softmax 5 per score and its q / k scaling 1 per element). Rows R = B * q,
+    head_dim 8, 4 query heads and 2 KV heads (6 heads of rotary embedding per token):
+
+    * RMSNorm (2 per layer + the final one): pow R*D, mean R*D + R, + eps R, rsqrt R, two
+      multiplies 2*R*D: 4*R*D + 3*R;
+    * rotary embedding of q and k: x*cos, rotate_half(x)*sin, their sum, and the negated half:
+      3.5 per element of the 6 heads: 3 * B*q*8*6 + B*q*4*6;
+    * attention beyond its products: 5 * B*4*q*k (softmax) + B*4*q*8 (q scaling) + B*2*k*8
+      (k scaling, the KV heads: no repeat);
+    * SwiGLU's silu and multiply 2 * R*FF; the two residual adds 2 * R*D;
+    * once per call, the rotary tables: inv_freq x positions B*q*4 (a broadcast multiply),
+      cos and sin, each scaled by attention_scaling: 4 * B*q*8.
+    """
+    rows = B * q
+    norm = 4 * rows * D + 3 * rows
+    rotary = 3 * B * q * 8 * 6 + B * q * 4 * 6
+    attention_rest = 5 * B * 4 * q * k + B * 4 * q * 8 + B * 2 * k * 8
+    layer = 2 * norm + rotary + attention_rest + 2 * rows * FF + 2 * rows * D
+    return llama_call(q, k) + LAYERS * layer + norm + B * q * 4 + 4 * B * q * 8
+
+
+# generate's own work (greedy search, transformers 5.23): once, the special-token checks
+# (isin 1, any 1, lt 1, any 1), the pad check on the prompt (eq B, any B), the position ids
+# (cumsum, sub, eq: 3 * B*S), the all-ones mask check (eq, all: 2 * B*S) and the
+# logits-processor check (lt, any: 2 * B*S): 4 + 2*B + 7*B*S = 4 + 4 + 112 = 120; then per new
+# token: the attention mask's extension (2 adds of B), the min-length processors' isin 2*V,
+# argmax over the vocabulary B*V, the finished-sequence padding (mul, rsub, mul, add: 4*B),
+# the stopping criteria (or, isin, any, or: 4*B), unfinished &= ~stop (2*B) and its max +
+# the == 0 test (B + 1): 13*B + 2*V + B*V + 1 = 26 + 128 + 128 + 1 = 283, x 4 = 1132
+GENERATE_OWN = 4 + 2 * B + 7 * B * S + N * (13 * B + 2 * V + B * V + 1)
+
+
 @pytest.fixture(scope="module")
 def llama() -> nn.Module:
     return build_hf_model("LlamaConfig", model_class="AutoModelForCausalLM", **GQA)
@@ -120,8 +156,16 @@ def test_llama_generate_split_equals_prefill_plus_decode(
     assert report.product_flops.value == LLAMA_GENERATE == 756736
     assert report.by_operator["aten.isin"].flops.value == ISIN
 
+    # the whole count in closed form: prefill 560688, decode steps 78358 / 79014 / 79670,
+    # generate's own 1252: 798982
+    calls = [llama_call_total(S, S), *(llama_call_total(1, S + t) for t in range(1, N))]
+    assert calls == [560688, 78358, 79014, 79670] and GENERATE_OWN == 1252
+    assert report.total.value == sum(calls) + GENERATE_OWN == 798982
+
     cost = generation_cost(llama, lambda: llama.generate(**prompt, **GENERATE))
     assert _hook_counts(llama) == hooks_before
+    assert [call.flops.value for call in cost.calls] == calls
+    assert cost.outside_flops.value == GENERATE_OWN
     # one counted run, the same count as measure_flops': every operator filed under one call
     assert cost.total == report.total
     parts = [call.flops.value for call in cost.calls] + [cost.outside_flops.value]
