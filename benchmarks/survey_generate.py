@@ -1,0 +1,136 @@
+"""Is ``generate`` counted completely on the decoder families people serve? A survey, not a test.
+
+Run: ``python benchmarks/survey_generate.py [--doc docs/serving-llm.md] [NAME ...]``. Builds
+each causal LM from its transformers config class with small dimensions, random weights and
+no download (sdpa attention, eager where the family has no sdpa path), runs greedy
+``generate`` (batch 2, 8 prompt tokens, 4 new tokens) under ``measure_flops`` and under
+``generation_cost``, and reports the status of the total and of its tensor-product share,
+whether the split's total is the same count, and the status of every call's KV-cache and
+weight bytes. A family whose tiny config does not build prints ERROR with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from doc_sections import write_section
+
+from torchscan_stages import generation_cost, measure_flops
+from torchscan_stages.integrations.hf_models import build_hf_model, token_inputs
+
+TOKENS = {"bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 0}
+DECODER = {
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "vocab_size": 64,
+    "max_position_embeddings": 64,
+    **TOKENS,
+}
+GPT_NAMES = {"n_layer": 2, "n_head": 4, "vocab_size": 64, **TOKENS}
+FAMILIES: dict[str, dict[str, Any]] = {
+    "LlamaConfig": DECODER,
+    "MistralConfig": DECODER | {"sliding_window": 4},
+    "Qwen2Config": DECODER,
+    "Qwen3Config": DECODER | {"head_dim": 8},
+    "Gemma2Config": DECODER | {"head_dim": 8, "sliding_window": 4},
+    "Gemma3TextConfig": DECODER | {"head_dim": 8, "sliding_window": 4},
+    "PhiConfig": DECODER,
+    "Phi3Config": DECODER,
+    "OlmoConfig": DECODER,
+    "StableLmConfig": DECODER,
+    "CohereConfig": DECODER,
+    "GraniteConfig": DECODER,
+    "MixtralConfig": DECODER | {"num_local_experts": 4, "num_experts_per_tok": 2},
+    "DeepseekV3Config": DECODER
+    | {
+        "num_key_value_heads": 4,
+        "moe_intermediate_size": 16,
+        "kv_lora_rank": 16,
+        "q_lora_rank": None,
+        "qk_rope_head_dim": 4,
+        "qk_nope_head_dim": 8,
+        "v_head_dim": 8,
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 2,
+        "first_k_dense_replace": 1,
+        "n_group": 1,
+        "topk_group": 1,
+    },
+    "GPTNeoXConfig": {k: v for k, v in DECODER.items() if k != "num_key_value_heads"},
+    "FalconConfig": {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 32}
+    | {"vocab_size": 64, **TOKENS},
+    "OPTConfig": {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 32}
+    | {"ffn_dim": 48, "vocab_size": 64, "max_position_embeddings": 64, **TOKENS}
+    | {"word_embed_proj_dim": 32},
+    "BloomConfig": {"n_layer": 2, "n_head": 4, "hidden_size": 32, "vocab_size": 64, **TOKENS},
+    "GPT2Config": GPT_NAMES | {"n_embd": 32, "n_positions": 64},
+    "GPTJConfig": GPT_NAMES | {"n_embd": 32, "n_positions": 64, "rotary_dim": 4},
+    "GPTBigCodeConfig": GPT_NAMES | {"n_embd": 32, "n_positions": 64},
+}
+
+
+def _build(name: str) -> tuple[Any, str]:
+    failure: Exception | None = None
+    for attention in ("sdpa", "eager"):
+        try:
+            kwargs = FAMILIES[name]
+            model = build_hf_model(
+                name, model_class="AutoModelForCausalLM", attn_implementation=attention, **kwargs
+            )
+            return model, attention
+        except Exception as error:  # the next attention, then ERROR
+            failure = error
+    raise RuntimeError(" ".join(str(failure).split())[:160])
+
+
+def survey(name: str) -> str:
+    """One markdown row: statuses of the count, the split and the bytes each call read."""
+    try:
+        model, attention = _build(name)
+    except RuntimeError as error:
+        return f"| {name} | ERROR: {error} | | | | |"
+    prompt = token_inputs(batch_size=2, seq_len=8, vocab_size=64, seed=1)
+
+    def generate() -> Any:
+        return model.generate(**prompt, max_new_tokens=4, do_sample=False)
+
+    report = measure_flops(generate)
+    cost = generation_cost(model, generate)
+    product = report.product_flops.status if report.product_flops is not None else "-"
+    same = "yes" if cost.total == report.total else "NO"
+    kv = sorted({call.kv_cache_bytes.status for call in cost.calls})
+    weights = sorted({call.weight_bytes.status for call in cost.calls})
+    return (
+        f"| {name} ({attention}) | {report.total.status} | {product} | {same} | "
+        f"{'/'.join(kv)} | {'/'.join(weights)} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("names", nargs="*", default=list(FAMILIES))
+    parser.add_argument("--doc", type=Path, default=None)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    rows = [survey(name) for name in args.names]
+    text = (
+        "#### Survey: `generate` counted on decoder families\n\n"
+        f"Run: {time.strftime('%Y-%m-%dT%H:%M:%S+00:00', time.gmtime())} by `python "
+        "benchmarks/survey_generate.py` (greedy, batch 2, 8 prompt tokens, 4 new tokens).\n\n"
+        "| family (attention) | total | products | split total = count | KV-cache bytes "
+        "| weight bytes |\n|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+    )
+    print(text, end="")
+    if args.doc is not None:
+        write_section(args.doc, "survey_generate", text)
+
+
+if __name__ == "__main__":
+    main()
