@@ -6,7 +6,9 @@ no download (sdpa attention, eager where the family has no sdpa path), runs gree
 ``generate`` (batch 2, 8 prompt tokens, 4 new tokens) under ``measure_flops`` and under
 ``generation_cost``, and reports the status of the total and of its tensor-product share,
 whether the split's total is the same count, and the status of every call's KV-cache and
-weight bytes. A family whose tiny config does not build prints ERROR with the reason.
+weight bytes; then the total's status with sampling (top-k, top-p, temperature, repetition
+penalty) and with a static cache. A family whose tiny config does not build prints ERROR
+with the reason.
 """
 
 from __future__ import annotations
@@ -76,6 +78,14 @@ FAMILIES: dict[str, dict[str, Any]] = {
 }
 
 
+# other generate settings: sampling with every common logits processor, a static cache
+VARIANTS = {
+    "sampling": {"do_sample": True, "top_k": 10, "top_p": 0.9, "temperature": 0.7}
+    | {"repetition_penalty": 1.2},
+    "static cache": {"do_sample": False, "cache_implementation": "static"},
+}
+
+
 def _build(name: str) -> tuple[Any, str]:
     failure: Exception | None = None
     for attention in ("sdpa", "eager"):
@@ -107,10 +117,20 @@ def survey(name: str) -> str:
     same = "yes" if cost.total == report.total else "NO"
     kv = sorted({call.kv_cache_bytes.status for call in cost.calls})
     weights = sorted({call.weight_bytes.status for call in cost.calls})
+    variants = [_variant(model, prompt, settings) for settings in VARIANTS.values()]
     return (
         f"| {name} ({attention}) | {report.total.status} | {product} | {same} | "
-        f"{'/'.join(kv)} | {'/'.join(weights)} |"
+        f"{'/'.join(kv)} | {'/'.join(weights)} | {' | '.join(variants)} |"
     )
+
+
+def _variant(model: Any, prompt: dict[str, Any], settings: dict[str, Any]) -> str:
+    """The total's status under other generate settings, or the error that stopped it."""
+    try:
+        report = measure_flops(lambda: model.generate(**prompt, max_new_tokens=4, **settings))
+    except Exception as error:  # a setting the family does not support: say which
+        return f"ERROR: {type(error).__name__}"
+    return report.total.status
 
 
 def main() -> None:
@@ -123,9 +143,11 @@ def main() -> None:
     text = (
         "#### Survey: `generate` counted on decoder families\n\n"
         f"Run: {time.strftime('%Y-%m-%dT%H:%M:%S+00:00', time.gmtime())} by `python "
-        "benchmarks/survey_generate.py` (greedy, batch 2, 8 prompt tokens, 4 new tokens).\n\n"
+        "benchmarks/survey_generate.py` (batch 2, 8 prompt tokens, 4 new tokens; greedy "
+        "unless the column says).\n\n"
         "| family (attention) | total | products | split total = count | KV-cache bytes "
-        "| weight bytes |\n|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+        "| weight bytes | total, sampling | total, static cache |\n"
+        "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
     )
     print(text, end="")
     if args.doc is not None:
