@@ -9,6 +9,7 @@ import copy
 import gzip
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,21 @@ def _model() -> nn.Module:
     return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), shared, Mystery(), shared)
 
 
+def _history() -> Any:
+    """The history of a real 4-commit git repository (tests/history/synthetic.py): 10 ms,
+    then 13 ms from commit 2, with clean evidence sidecars."""
+    sys.path.insert(0, str(Path(__file__).parent / "history"))
+    from synthetic import fast_repo, lock, metrics
+
+    from torchscan_stages.history import detect_steps, history_document, read_history
+
+    with tempfile.TemporaryDirectory() as scratch:
+        level = [0.010, 0.010, 0.013, 0.013]
+        fast_repo(Path(scratch), [{"dvc.lock": lock("x"), **metrics(v, 4096)} for v in level])
+        history = read_history(scratch)
+        return history_document(history, detect_steps(history))
+
+
 def _every_kind() -> dict[str, Any]:
     """One real report of every kind (latency from a simulated clock, never the host's)."""
     model = _model()
@@ -86,6 +102,7 @@ def _every_kind() -> dict[str, Any]:
             clock=clock,
         ),
         "prediction": predict_peak_memory(lambda: model(torch.randn(2, 3)), device="cpu"),
+        "history": _history(),
     }
     assert {r.kind for r in reports.values()} == set(REPORT_TYPES)  # every kind is here
     return reports

@@ -34,6 +34,7 @@ from ..report import (
     check_output_path,
     load_report,
 )
+from ..report.history import HistoryReport
 from .analysis_view import (
     LAZY_LAYERS,
     OPEN_DEPTH,
@@ -53,6 +54,7 @@ from .common import (
     shared_provenance,
 )
 from .format import describe_value, humanize_text, metric_cell
+from .history_view import history_body, history_status, history_status_note
 from .prediction_view import prediction_view
 from .sweep_view import sweep_view
 from .tree_data import RUN_MIN, script_json, tree_data
@@ -66,6 +68,7 @@ _KIND_LABEL = {
     "report_diff": "Model cost comparison",
     "benchmark_comparison": "Benchmark comparison",
     "prediction": "Peak memory prediction",
+    "history": "History across commits",
 }
 
 
@@ -149,6 +152,8 @@ def _headlines(report: AnyReport) -> list[Headline]:
         peak = report.steady_state_peak if steady else report.peak
         label = f"predicted peak{', steady state' if steady else ''} ({report.device})"
         return [Headline(label, peak, "; ".join(notes))]
+    if isinstance(report, HistoryReport):
+        return []  # its steps table is its headline (history_view)
     # an info diagnostic naming a delta's metric (e.g. bf16 on a CPU without bf16 matrix
     # units: expect slower) is what a reader of that row needs beside the verdict
     infos: dict[str, list[str]] = {}
@@ -224,6 +229,8 @@ def _status(report: AnyReport) -> Status:
         if not states or states == {"unavailable"}:
             return "unavailable"
         return "complete" if states == {"complete"} else "partial"
+    if isinstance(report, HistoryReport):
+        return history_status(report)
     return overall_status([h.result for h in _headlines(report)])
 
 
@@ -234,6 +241,8 @@ def _title(report: AnyReport) -> str:
         return report.name or _KIND_LABEL[report.kind]
     if isinstance(report, ReportDiff):
         return f"{report.before_model} → {report.after_model}"
+    if isinstance(report, HistoryReport):
+        return f"History {report.rev_range}"
     return f"{report.baseline_name or 'baseline'} vs {report.candidate_name or 'candidate'}"
 
 
@@ -303,6 +312,12 @@ def _view(report: AnyReport, flops_elsewhere: str | None = None) -> dict[str, An
         return {"diff": diff_view(report)}
     if isinstance(report, PredictionReport):
         return {"pred": prediction_view(report)}
+    if isinstance(report, HistoryReport):
+        # the template gives the ids' prefix and the heading level
+        return {
+            "hist": functools.partial(history_body, report),
+            "note": history_status_note(report),
+        }
     return {"cmp": comparison_view(report)}
 
 
