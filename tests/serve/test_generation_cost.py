@@ -306,3 +306,19 @@ def test_encoder_decoder_calls_are_decoder_steps(prompt: dict[str, torch.Tensor]
     # decoder tokens and the S = 8 encoder tokens of the cross-attention: (t + 8) x 1024
     assert [c.kv_cache_bytes.value for c in cost.calls] == [0, 9216, 10240, 11264]
     assert "encoder_outside_forward_calls" in [d.code for d in cost.diagnostics]
+
+
+def test_the_cache_read_agrees_with_the_kv_plan_layout(
+    llama: nn.Module, prompt: dict[str, torch.Tensor]
+) -> None:
+    """What a decode step read from the real cache, per sequence, is what kv_cache_plan's
+    layout (read off the config alone) says a sequence of that context holds."""
+    from torchscan_stages import kv_cache_plan
+
+    cost = generation_cost(llama, lambda: llama.generate(**prompt, **GENERATE))
+    for step in cost.decode_steps:
+        context = S + step.index - 1  # the tokens cached before step t
+        plan = kv_cache_plan(llama, 2**20, context, torch.float32)
+        # 2 layers x 2 KV heads x (8 + 8) x 4 B = 256 B per token and sequence
+        assert plan.kv_bytes_per_sequence.value == 256 * context
+        assert step.kv_cache_bytes.value == B * plan.kv_bytes_per_sequence.value
