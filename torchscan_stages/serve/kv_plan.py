@@ -27,6 +27,7 @@ from torch import nn
 from torch.nn import functional
 
 from ..predict import predict_peak_memory
+from ..predict.allocator import allocator_model
 from ..report import Diagnostic, MetricResult
 from .kv_layout import CacheLayout, read_layout
 
@@ -84,6 +85,7 @@ def kv_cache_plan(
     recurrent layers needs ``state_bytes_per_sequence``; without it the counts are unavailable.
     """
     _check_arguments(capacity_bytes, context_len, dtype, batch_size, reserve_bytes)
+    allocator_model(str(device))  # a device no allocator model covers: refused before work
     if state_bytes_per_sequence is not None:
         _check_int("state_bytes_per_sequence", state_bytes_per_sequence, 0)
     config, where = _config_of(model_or_config)
