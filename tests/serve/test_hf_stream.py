@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import UserDict
+
 import pytest
 import torch
 from torch import nn
@@ -54,6 +56,9 @@ def test_the_stream_is_greedy_generate_one_call_per_token(llama: nn.Module) -> N
 
 def test_the_stream_ends_after_the_end_token(llama: nn.Module) -> None:
     tokens = list(token_stream_handler(llama, max_new_tokens=6)(PROMPT.tolist()))
+    # a tokenizer's output for one prompt (a mapping holding (1, n) input_ids) streams alike
+    encoded = UserDict({"input_ids": PROMPT[None], "attention_mask": torch.ones(1, 8)})
+    assert list(token_stream_handler(llama, max_new_tokens=6)(encoded)) == tokens
     stop = tokens[2]  # pretend the third token is the end-of-sequence token
     short = list(token_stream_handler(llama, max_new_tokens=6, eos_token_id=stop)(PROMPT))
     assert short == tokens[: tokens.index(stop) + 1]

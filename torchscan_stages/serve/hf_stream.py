@@ -16,7 +16,7 @@ causal LM does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -28,7 +28,7 @@ Handler = Callable[[Any], Iterator[int]]
 def _prompt(sample: Any, device: torch.device) -> torch.Tensor:
     """A sample as (1, tokens) int64 ids: a 1-D tensor, a sequence of ints, or a mapping
     holding ``input_ids`` (a tokenizer's output for one prompt)."""
-    ids = sample.get("input_ids") if isinstance(sample, dict) else sample
+    ids = sample.get("input_ids") if isinstance(sample, Mapping) else sample
     if isinstance(ids, torch.Tensor):
         tensor = ids.reshape(1, -1) if ids.dim() <= 1 or ids.shape[0] == 1 else None
     elif isinstance(ids, Sequence) and ids and all(type(t) is int for t in ids):
