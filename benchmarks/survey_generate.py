@@ -133,6 +133,38 @@ def _variant(model: Any, prompt: dict[str, Any], settings: dict[str, Any]) -> st
     return report.total.status
 
 
+# generate's other modes, on Llama: every logits processor, stopping rule and search
+MODES: dict[str, dict[str, Any]] = {
+    "beam search (4 beams)": {"num_beams": 4, "do_sample": False},
+    "beam sampling": {"num_beams": 2, "do_sample": True},
+    "3 returned sequences": {"do_sample": True, "num_return_sequences": 3},
+    "min_p": {"do_sample": True, "min_p": 0.1},
+    "typical_p": {"do_sample": True, "typical_p": 0.9},
+    "epsilon cutoff": {"do_sample": True, "epsilon_cutoff": 3e-4},
+    "eta cutoff": {"do_sample": True, "eta_cutoff": 3e-4},
+    "no_repeat_ngram_size": {"no_repeat_ngram_size": 2},
+    "bad_words_ids": {"bad_words_ids": [[5], [6, 7]]},
+    "sequence_bias": {"sequence_bias": {(5,): -1.0}},
+    "forced_eos_token_id": {"forced_eos_token_id": 1},
+    "exponential decay length penalty": {"exponential_decay_length_penalty": (2, 1.5)},
+    "scores and logits returned": {"output_scores": True, "output_logits": True}
+    | {"return_dict_in_generate": True},
+    "suppress tokens": {"suppress_tokens": [3, 4], "begin_suppress_tokens": [5]},
+    "prompt lookup (batch 1)": {"prompt_lookup_num_tokens": 3},
+}
+
+
+def survey_modes() -> list[str]:
+    """One row per generate mode on Llama: the total's status (or the error)."""
+    model, _ = _build("LlamaConfig")
+    rows = []
+    for mode, settings in MODES.items():
+        batch = 1 if "batch 1" in mode else 2
+        prompt = token_inputs(batch_size=batch, seq_len=8, vocab_size=64, seed=1)
+        rows.append(f"| {mode} | {_variant(model, prompt, settings)} |")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", default=list(FAMILIES))
@@ -140,6 +172,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     rows = [survey(name) for name in args.names]
+    modes = survey_modes()
     text = (
         "#### Survey: `generate` counted on decoder families\n\n"
         f"Run: {time.strftime('%Y-%m-%dT%H:%M:%S+00:00', time.gmtime())} by `python "
@@ -148,6 +181,8 @@ def main() -> None:
         "| family (attention) | total | products | split total = count | KV-cache bytes "
         "| weight bytes | total, sampling | total, static cache |\n"
         "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+        "Llama under generate's other modes (the total's status):\n\n"
+        "| mode | total |\n|---|---|\n" + "\n".join(modes) + "\n\n"
     )
     print(text, end="")
     if args.doc is not None:
