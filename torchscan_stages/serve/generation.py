@@ -222,7 +222,9 @@ def _diagnostics(
                 "are unavailable",
             )
         )
-    recomputed = [i for i, r in enumerate(records) if i and r.tokens is not None and r.tokens > 1]
+    recomputed = [
+        i for i, r in enumerate(records) if i and r.cache_bytes == 0 and (r.tokens or 0) > 1
+    ]
     if recomputed:
         found.append(
             Diagnostic(
@@ -231,8 +233,8 @@ def _diagnostics(
                 metric="kv_cache_bytes",
                 count=len(recomputed),
                 message=f"{len(recomputed)} decode call(s) (from forward[{recomputed[0]}]) took "
-                "more than 1 token per sequence: each recomputes its prefix (no KV cache, "
-                "use_cache=False?), so it reads no cache",
+                "more than 1 token per sequence with an empty cache: each recomputes its "
+                "prefix (no KV cache, use_cache=False?), so it reads no cache",
             )
         )
     for index, record in enumerate(records):
