@@ -16,6 +16,7 @@ pytest.importorskip("transformers", reason="the [hf] extra (transformers) is not
 import transformers
 
 from torchscan_stages.integrations.hf_models import build_hf_model
+from torchscan_stages.predict import predict_peak_memory
 from torchscan_stages.serve.kv_layout import read_layout
 from torchscan_stages.serve.kv_plan import kv_cache_plan
 
@@ -210,3 +211,39 @@ def test_a_model_without_attention_config_is_refused() -> None:
         kv_cache_plan({"num_hidden_layers": 2}, 2**20, 128)
     with pytest.raises(ValueError, match=r"the config \(T5Config\) is an encoder-decoder"):
         kv_cache_plan(transformers.T5Config(), 2**20, 128)
+
+
+def test_the_models_own_decode_step_agrees_with_the_plan(llama) -> None:
+    """The plan's check runs a hand-written step; the model's own decode step (transformers'
+    StaticCache at the planned batch and context, bf16 weights) is predicted to fit and one
+    more sequence not, in the same capacity: its activations (projections, MLP, masks,
+    logits) stay inside the 64 KiB reserve."""
+    model = build_hf_model("LlamaConfig", model_class="AutoModelForCausalLM", **LLAMA)
+    model = model.to(torch.bfloat16)
+    weights, per_sequence, reserve = 39232, 131072, 64 * KIB
+    capacity = weights + 5 * per_sequence + reserve + 1000
+    plan = kv_cache_plan(model, capacity, 1024, torch.bfloat16, reserve_bytes=reserve)
+    assert plan.max_sequences.value == 5 and plan.confirmed
+
+    def decode(batch: int):
+        def step() -> None:
+            cache = transformers.StaticCache(config=model.config, max_cache_len=1024)
+            with torch.no_grad():
+                model(
+                    input_ids=torch.zeros(batch, 1, dtype=torch.long),
+                    past_key_values=cache,
+                    cache_position=torch.tensor([1023]),
+                )
+
+        return step
+
+    # resident, in 512 B blocks: per layer q 2048, k 1024, v 1024, o 2048, gate/up/down 3072
+    # each, two norms of 64 B -> 512 each = 16384; x 2 layers + final norm 512 + embedding and
+    # LM head 4096 each = 41472; the rotary buffers inv_freq and original_inv_freq 512 each
+    resident = 2 * 16384 + 512 + 2 * 4096 + 2 * 512
+    for batch, fits in ((5, True), (6, False)):
+        report = predict_peak_memory(decode(batch), device="cuda", capacity_bytes=capacity)
+        assert report.resident_bytes is not None and report.resident_bytes.value == resident
+        cache = batch * per_sequence  # the StaticCache: 2 layers x K, V of B x 2 x 1024 x 8 bf16
+        assert cache <= report.peak.value <= cache + reserve  # the activations fit the reserve
+        assert report.fits is fits  # resident + peak against the capacity
