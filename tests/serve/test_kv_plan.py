@@ -213,7 +213,7 @@ def test_a_model_without_attention_config_is_refused() -> None:
         kv_cache_plan(transformers.T5Config(), 2**20, 128)
 
 
-def test_the_models_own_decode_step_agrees_with_the_plan(llama) -> None:
+def test_the_models_own_decode_step_agrees_with_the_plan() -> None:
     """The plan's check runs a hand-written step; the model's own decode step (transformers'
     StaticCache at the planned batch and context, bf16 weights) is predicted to fit and one
     more sequence not, in the same capacity: its activations (projections, MLP, masks,
