@@ -8,6 +8,8 @@ at most ``window`` tokens on a sliding layer; a latent (MLA) layer keeps
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -126,6 +128,21 @@ def test_layouts_from_configs() -> None:
     assert hybrid.elements_per_sequence(1024) == 32 * 1024  # one attention layer
     neox = read_layout(transformers.GPTNeoXConfig(**SMALL | {"num_key_value_heads": 4}), "neox")
     assert neox.kv_heads == 4 and neox.elements_per_sequence(10) == 4 * 4 * 16 * 10  # MHA
+    # Falcon-H1: attention beside a Mamba state in every layer: its KV cache counts, and the
+    # state must be sized (2 layers x 2 KV heads x (8 + 8) x 10 tokens)
+    falcon_h1 = read_layout(
+        transformers.FalconH1Config(
+            **SMALL | {"num_hidden_layers": 2}, head_dim=8, mamba_d_ssm=32, mamba_n_heads=4
+        ),
+        "falcon-h1",
+    )
+    assert [layer.kind for layer in falcon_h1.layers] == ["hybrid", "hybrid"]
+    assert falcon_h1.recurrent_layers == [0, 1]
+    assert falcon_h1.elements_per_sequence(10) == 2 * 2 * 16 * 10
+    # a layer type whose cache is not this layout (sparse / compressed attention): refused
+    unknown = SimpleNamespace(**SMALL, layer_types=["full_attention", "indexed_attention"] * 2)
+    with pytest.raises(ValueError, match=r"layer_types\[1\]='indexed_attention' is a layer"):
+        read_layout(unknown, "unknown")
     # multi-query: one KV head (Falcon-7B's default; GPTBigCode); Falcon's new architecture
     # keeps num_kv_heads
     assert read_layout(transformers.FalconConfig(), "falcon").kv_heads == 1

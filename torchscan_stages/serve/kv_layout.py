@@ -12,7 +12,13 @@ The cache a serving engine allocates per sequence follows the attention of each 
   vLLM and SGLang cache; transformers' eager cache holds the decompressed keys and values);
 * ``shared``: a layer that reads another layer's cache (``num_kv_shared_layers``) keeps none;
 * ``recurrent``: a layer without attention (``linear_attention``, ``mamba``, ``conv``) keeps
-  no KV cache but a fixed per-sequence state this module cannot size from the config.
+  no KV cache but a fixed per-sequence state this module cannot size from the config;
+* ``hybrid``: attention beside such a state in one layer (``hybrid``, ``hybrid_sliding``:
+  Falcon-H1, Zamba2): the KV cache of its attention and the state;
+* ``none``: a layer with neither (an MLP or MoE block of Nemotron-H: ``moe``, ``dense``).
+
+A layer type this module does not know (sparse or compressed attention, whose cache is not
+this layout) is refused with its name: no guessed cache.
 
 Configs are read duck-typed (transformers' attribute names; GPT-2's ``n_layer`` etc. come
 through its ``attribute_map``): ``layer_types`` when the config lists it, else Jamba's
@@ -25,9 +31,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-Kind: TypeAlias = Literal["full", "sliding", "latent", "shared", "recurrent"]
-ATTENTION_TYPES = {"full_attention": "full", "attention": "full"}
-WINDOW_TYPES = {"sliding_attention": "sliding_window", "chunked_attention": "attention_chunk_size"}
+Kind: TypeAlias = Literal["full", "sliding", "latent", "shared", "recurrent", "hybrid", "none"]
+ATTENTION_TYPES = frozenset({"full_attention", "attention"})
+# windowed attention: the config field that holds the window
+WINDOW_TYPES = {
+    "sliding_attention": "sliding_window",
+    "chunked_attention": "attention_chunk_size",
+    "hybrid_sliding": "sliding_window",
+}
+RECURRENT_TYPES = frozenset({"linear_attention", "mamba", "mamba2", "conv", "recurrent", "rwkv"})
+HYBRID_TYPES = frozenset({"hybrid", "hybrid_sliding"})  # attention beside a recurrent state
+NO_CACHE_TYPES = frozenset({"moe", "dense", "sparse", "mlp"})  # no attention, no state
 
 
 @dataclass(frozen=True)
@@ -35,8 +49,9 @@ class LayerCache:
     """What one layer keeps per token of a sequence (elements), and for how many tokens."""
 
     kind: Kind
-    elements_per_token: int  # 0 for shared and recurrent layers
+    elements_per_token: int  # 0 for shared, recurrent and none layers
     window: int | None = None  # sliding layers keep at most this many tokens
+    state: bool = False  # a per-sequence recurrent state besides (recurrent, hybrid)
 
     def tokens_held(self, context_len: int) -> int:
         if self.elements_per_token == 0:
@@ -64,7 +79,8 @@ class CacheLayout:
 
     @property
     def recurrent_layers(self) -> list[int]:
-        return [i for i, layer in enumerate(self.layers) if layer.kind == "recurrent"]
+        """Layers that keep a per-sequence state the config does not size."""
+        return [i for i, layer in enumerate(self.layers) if layer.state]
 
 
 def _int(config: Any, *names: str) -> int | None:
@@ -143,12 +159,23 @@ def _kv_heads(config: Any, heads: int) -> int:
 def _layer(
     config: Any, index: int, kind: str, per_token: int, latent: bool, shared_from: int
 ) -> LayerCache:
-    if kind not in ATTENTION_TYPES and kind not in WINDOW_TYPES:
-        return LayerCache("recurrent", 0)
+    if kind in RECURRENT_TYPES:
+        return LayerCache("recurrent", 0, state=True)
+    if kind in NO_CACHE_TYPES:
+        return LayerCache("none", 0)
+    if kind not in ATTENTION_TYPES and kind not in WINDOW_TYPES and kind not in HYBRID_TYPES:
+        raise ValueError(
+            f"kv_cache_plan: layer_types[{index}]={kind!r} is a layer whose cache this planner "
+            f"does not know (it knows {sorted(ATTENTION_TYPES | set(WINDOW_TYPES))}, recurrent "
+            f"{sorted(RECURRENT_TYPES)}, hybrid {sorted(HYBRID_TYPES)}); no guessed cache"
+        )
     if index >= shared_from:
         return LayerCache("shared", 0)
+    hybrid = kind in HYBRID_TYPES
     if kind in WINDOW_TYPES:
         window = _int(config, WINDOW_TYPES[kind])
         if window is not None:
-            return LayerCache("sliding", per_token, window)
+            return LayerCache("hybrid" if hybrid else "sliding", per_token, window, hybrid)
+    if hybrid:
+        return LayerCache("hybrid", per_token, None, True)
     return LayerCache("latent" if latent else "full", per_token)

@@ -340,7 +340,7 @@ def _recurrent_diagnostic(layout: CacheLayout) -> Diagnostic:
         metric="max_sequences",
         count=len(layers),
         message=f"{len(layers)} layer(s) (from layer {layers[0]}) keep a recurrent state per "
-        "sequence, not a KV cache, which the config does not size: pass "
+        "sequence (instead of or beside a KV cache), which the config does not size: pass "
         "state_bytes_per_sequence (the counts are unavailable without it)",
     )
 
