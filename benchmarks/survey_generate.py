@@ -65,6 +65,19 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "n_group": 1,
         "topk_group": 1,
     },
+    # hybrids: linear attention (gated delta rule) or Mamba beside attention
+    "Qwen3NextConfig": DECODER
+    | {"num_hidden_layers": 4, "head_dim": 8}
+    | {"layer_types": ["linear_attention"] * 3 + ["full_attention"]}
+    | {"linear_num_value_heads": 2, "linear_num_key_heads": 2, "linear_key_head_dim": 8}
+    | {"linear_value_head_dim": 8, "num_experts": 2, "num_experts_per_tok": 1}
+    | {"moe_intermediate_size": 16, "shared_expert_intermediate_size": 16},
+    "JambaConfig": DECODER
+    | {"num_hidden_layers": 4, "attn_layer_period": 2, "attn_layer_offset": 1}
+    | {"num_experts": 1, "mamba_d_state": 4, "mamba_expand": 2},
+    "FalconH1Config": DECODER
+    | {"mamba_d_ssm": 32, "mamba_n_heads": 4, "mamba_d_head": 8, "mamba_n_groups": 1}
+    | {"mamba_d_state": 8},
     "GPTNeoXConfig": {k: v for k, v in DECODER.items() if k != "num_key_value_heads"},
     "FalconConfig": {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 32}
     | {"vocab_size": 64, **TOKENS},

@@ -322,3 +322,23 @@ def test_the_cache_read_agrees_with_the_kv_plan_layout(
         # 2 layers x 2 KV heads x (8 + 8) x 4 B = 256 B per token and sequence
         assert plan.kv_bytes_per_sequence.value == 256 * context
         assert step.kv_cache_bytes.value == B * plan.kv_bytes_per_sequence.value
+
+
+def test_a_hybrid_reads_its_attention_cache_and_its_mamba_state(
+    prompt: dict[str, torch.Tensor],
+) -> None:
+    """Jamba, Mamba layers 0 and 2 beside attention layers 1 and 3: the KV cache of the two
+    attention layers, and the Mamba layers' conv and SSM states apart from it."""
+    model = build_hf_model(
+        "JambaConfig",
+        model_class="AutoModelForCausalLM",
+        **GQA | {"num_hidden_layers": 4, "attn_layer_period": 2, "attn_layer_offset": 1},
+        **{"num_experts": 1, "mamba_d_state": 4, "mamba_expand": 2},
+    )
+    cost = generation_cost(model, lambda: model.generate(**prompt, max_new_tokens=3))
+    assert cost.total.is_complete
+    # KV: 2 attention layers x (K + V) x B x 2 KV heads x 8 x 4 B = 512 B per cached token
+    assert [c.kv_cache_bytes.value for c in cost.calls] == [0, 512 * S, 512 * (S + 1)]
+    # state per Mamba layer: conv (B, 2 x 32 inner, 4 taps) + SSM (B, 64, 4 states) in fp32:
+    # 2 x (2 x 64 x 4 x 4 B) = 4096; 2 layers 8192, the same at every step
+    assert [c.recurrent_state_bytes.value for c in cost.calls] == [0, 8192, 8192]

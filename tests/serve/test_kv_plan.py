@@ -132,7 +132,7 @@ def test_layouts_from_configs() -> None:
     # state must be sized (2 layers x 2 KV heads x (8 + 8) x 10 tokens)
     falcon_h1 = read_layout(
         transformers.FalconH1Config(
-            **SMALL | {"num_hidden_layers": 2}, head_dim=8, mamba_d_ssm=32, mamba_n_heads=4
+            **SMALL | {"num_hidden_layers": 2}, mamba_d_ssm=32, mamba_n_heads=4
         ),
         "falcon-h1",
     )

@@ -40,6 +40,7 @@ class ForwardCallCost:
     product_flops: MetricResult
     weight_bytes: MetricResult
     kv_cache_bytes: MetricResult
+    recurrent_state_bytes: MetricResult  # linear-attention / Mamba layers' state, read too
 
 
 @dataclass(frozen=True)
@@ -141,13 +142,14 @@ def _call_cost(
         )
     else:
         weights = MetricResult.unavailable(unit="bytes", scope=scope, method=METHOD_READS)
-    if record.cache_bytes is None:
+    held = record.cache
+    if held.kv is None:
         cache = MetricResult.unavailable(unit="bytes", scope=scope, method=METHOD_READS)
+        state = MetricResult.unavailable(unit="bytes", scope=scope, method=METHOD_READS)
     else:
-        cache = MetricResult.complete(
-            record.cache_bytes, unit="bytes", scope=scope, method=METHOD_READS
-        )
-    return ForwardCallCost(index, record.tokens, flops, products, weights, cache)
+        cache = MetricResult.complete(held.kv, unit="bytes", scope=scope, method=METHOD_READS)
+        state = MetricResult.complete(held.state, unit="bytes", scope=scope, method=METHOD_READS)
+    return ForwardCallCost(index, record.tokens, flops, products, weights, cache, state)
 
 
 def _per_token(
@@ -222,9 +224,7 @@ def _diagnostics(
                 "are unavailable",
             )
         )
-    recomputed = [
-        i for i, r in enumerate(records) if i and r.cache_bytes == 0 and (r.tokens or 0) > 1
-    ]
+    recomputed = [i for i, r in enumerate(records) if i and r.cache.kv == 0 and (r.tokens or 0) > 1]
     if recomputed:
         found.append(
             Diagnostic(
@@ -237,14 +237,17 @@ def _diagnostics(
                 "prefix (no KV cache, use_cache=False?), so it reads no cache",
             )
         )
-    for index, record in enumerate(records):
-        if record.cache_note is not None:
-            found.append(
-                Diagnostic(
-                    code="kv_cache_unreadable",
-                    severity="warning",
-                    metric="kv_cache_bytes",
-                    message=f"forward[{index}]: {record.cache_note}",
-                )
+    unreadable = [(i, r.cache.note) for i, r in enumerate(records) if r.cache.kv is None]
+    if unreadable:
+        first, note = unreadable[0]
+        found.append(
+            Diagnostic(
+                code="kv_cache_unreadable",
+                severity="warning",
+                metric="kv_cache_bytes",
+                count=len(unreadable),
+                message=f"{len(unreadable)} call(s) (from forward[{first}]): {note}; their "
+                "KV-cache bytes are unavailable",
             )
+        )
     return found

@@ -13,8 +13,12 @@ Conventions (docs/serving.md, "LLM generation"):
 * KV-cache bytes: the ``keys`` and ``values`` held by the cache passed as
   ``past_key_values`` when the call starts (transformers' ``Cache.layers``, or the legacy
   tuple of per-layer ``(key, value)`` pairs; an encoder-decoder's self-attention and
-  cross-attention caches together). A sliding-window layer holds its window, a static cache
-  its whole preallocated buffer (its attention reads every slot, masked).
+  cross-attention caches together; a sparse-attention layer's indexer keys too). A
+  sliding-window layer holds its window, a static cache its whole preallocated buffer (its
+  attention reads every slot, masked). A quantized cache layer, or one holding neither
+  keys/values nor a known state, makes the figure unavailable, never an undercount.
+* recurrent-state bytes: the conv and recurrent states of linear-attention and Mamba
+  layers (each step reads and rewrites them whole); not KV-cache bytes, kept beside them.
 """
 
 from __future__ import annotations
@@ -36,8 +40,7 @@ class CallRecord:
 
     batch: int | None
     tokens: int | None
-    cache_bytes: int | None  # None: a cache whose layers hold no keys/values we can read
-    cache_note: str | None
+    cache: CacheHeld
     modules: dict[int, nn.Module] = field(default_factory=dict)
     lookups: dict[int, int] = field(default_factory=dict)  # id(embedding) -> indices read
 
@@ -61,35 +64,74 @@ def _nbytes(value: Any) -> int:
     return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else 0
 
 
-def cache_bytes(cache: Any) -> tuple[int | None, str | None]:
-    """Bytes of keys and values held by ``cache``; (None, why) when a layer holds other state."""
+@dataclass(frozen=True)
+class CacheHeld:
+    """What a cache holds when a call starts: keys and values, and recurrent state."""
+
+    kv: int | None  # None: a layer whose keys/values cannot be read (its note says why)
+    state: int = 0  # conv / recurrent states of linear-attention and Mamba layers
+    note: str | None = None
+
+    def __add__(self, more: CacheHeld) -> CacheHeld:
+        if self.kv is None or more.kv is None:
+            return CacheHeld(None, self.state + more.state, self.note or more.note)
+        return CacheHeld(self.kv + more.kv, self.state + more.state)
+
+
+KV_NAMES = ("keys", "values", "indexer_keys")  # indexer keys: sparse attention's index cache
+STATE_NAMES = ("conv_states", "recurrent_states")
+
+
+def _tensors(value: Any) -> int:
+    """Bytes of a tensor, or of the tensors in a list, tuple or dict of them."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(item) for item in value)
+    return _nbytes(value)
+
+
+def _layer_held(index: int, layer: Any) -> CacheHeld:
+    name = type(layer).__name__
+    if any(attr.startswith("_quantized") for attr in getattr(layer, "__dict__", {})):
+        return CacheHeld(
+            None,
+            note=f"cache layer {index} ({name}) is quantized: its packed "
+            "keys/values are not counted here",
+        )
+    has_kv = any(hasattr(layer, attr) for attr in KV_NAMES)
+    has_state = any(hasattr(layer, attr) for attr in STATE_NAMES)
+    if not has_kv and not has_state:
+        return CacheHeld(
+            None,
+            note=f"cache layer {index} ({name}) holds neither keys/values "
+            "nor a known recurrent state",
+        )
+    kv = sum(_tensors(getattr(layer, attr, None)) for attr in KV_NAMES)
+    return CacheHeld(kv, sum(_tensors(getattr(layer, attr, None)) for attr in STATE_NAMES))
+
+
+def cache_held(cache: Any) -> CacheHeld:
+    """What ``cache`` (``past_key_values``) holds: transformers' ``Cache.layers``, an
+    encoder-decoder's two caches, or the legacy tuple of per-layer ``(key, value)``."""
     if cache is None:
-        return 0, None
+        return CacheHeld(0)
     if hasattr(cache, "self_attention_cache") and hasattr(cache, "cross_attention_cache"):
-        own, own_note = cache_bytes(cache.self_attention_cache)  # an encoder-decoder's two
-        cross, cross_note = cache_bytes(cache.cross_attention_cache)
-        if own is None or cross is None:
-            return None, own_note or cross_note
-        return own + cross, None
+        return cache_held(cache.self_attention_cache) + cache_held(cache.cross_attention_cache)
     if isinstance(cache, (tuple, list)):  # legacy: ((key, value), ...) per layer
-        return sum(_nbytes(t) for layer in cache for t in layer), None
+        return CacheHeld(sum(_tensors(layer) for layer in cache))
     layers = getattr(cache, "layers", None)
     if isinstance(layers, (list, tuple)):
-        total = 0
+        held = CacheHeld(0)
         for index, layer in enumerate(layers):
-            if not (hasattr(layer, "keys") or hasattr(layer, "values")):
-                return None, (
-                    f"cache layer {index} ({type(layer).__name__}) holds no keys/values "
-                    "(a recurrent or convolution state?): its bytes are not KV-cache bytes"
-                )
-            keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
-            total += _nbytes(keys if isinstance(keys, torch.Tensor) else None)
-            total += _nbytes(values if isinstance(values, torch.Tensor) else None)
-        return total, None
+            held = held + _layer_held(index, layer)
+        return held
     key_cache, value_cache = getattr(cache, "key_cache", None), getattr(cache, "value_cache", None)
     if isinstance(key_cache, list) and isinstance(value_cache, list):
-        return sum(_nbytes(t) for t in (*key_cache, *value_cache)), None
-    return None, f"past_key_values is a {type(cache).__name__}, whose keys/values are unknown"
+        return CacheHeld(_tensors(key_cache) + _tensors(value_cache))
+    return CacheHeld(
+        None, note=f"past_key_values is a {type(cache).__name__}, whose keys/values are unknown"
+    )
 
 
 def expert_field(model: nn.Module) -> str | None:
@@ -138,8 +180,8 @@ class CallReads:
         if self._depth > 1:  # the model calling itself is one call
             return
         batch, tokens = token_shape(args, kwargs)
-        held, note = cache_bytes(kwargs.get("past_key_values"))
-        self.records.append(CallRecord(batch, tokens, held, note, {id(module): module}))
+        held = cache_held(kwargs.get("past_key_values"))
+        self.records.append(CallRecord(batch, tokens, held, {id(module): module}))
         self.stack.append(f"forward[{len(self.records) - 1}]")
 
     def _post(self, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
