@@ -19,6 +19,7 @@ SPEC_NAMES = {
     "predict_ddp_peak_memory",  # issue 24: DDP's gradient buckets per rank
     "measure_served", "served_capacity", "ServeOptions", "CapacitySearch",  # served load
     "ServedReport", "ServedCapacity",
+    "generation_cost", "kv_cache_plan",  # issue 39: LLM generation cost, KV-cache planner
 }  # fmt: skip
 
 

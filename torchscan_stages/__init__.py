@@ -44,6 +44,8 @@ if TYPE_CHECKING:
         load_report,
     )
     from .serve.capacity import CapacitySearch, served_capacity
+    from .serve.generation import generation_cost
+    from .serve.kv_plan import kv_cache_plan
     from .serve.measure import measure_served
     from .serve.options import ServeOptions
 
@@ -52,6 +54,7 @@ _PUBLIC: dict[str, str] = {
     "summary": ".face",
     "ModuleHandler": ".analysis.handlers",
     "measure_flops": ".analysis.operators",
+    "generation_cost": ".serve.generation",
     "measure_peak_memory": ".measure.memory",
     "measure_latency": ".measure.latency",
     "measure_peak_rss": ".measure.rss",
@@ -61,6 +64,7 @@ _PUBLIC: dict[str, str] = {
     "predict_sharded_peak_memory": ".predict.sharded",
     "max_batch_size": ".predict.capacity",
     "predict_ddp_peak_memory": ".predict.ddp",
+    "kv_cache_plan": ".serve.kv_plan",
     "BatchSearch": ".predict.capacity",
     "compare_reports": ".compare.reports",
     "compare_benchmarks": ".compare.benchmarks",
@@ -107,6 +111,8 @@ __all__ = [
     "compare_benchmarks",
     "compare_reports",
     "crawl_module",
+    "generation_cost",
+    "kv_cache_plan",
     "load_report",
     "max_batch_size",
     "measure_flops",

@@ -163,3 +163,35 @@ def test_scaled_grouped_mm_formula_reads_offsets_at_its_own_position() -> None:
     assert formula((a, b, *scales, offs), {}, None) == 2304
     assert formula((a, b, *scales), {"offs": offs}, None) == 2304
     assert formula((a, b, *scales), {}, None) == 2 * 10 * 16 * 8  # no offsets: every row
+
+
+def test_isin_counts_one_comparison_per_pair() -> None:
+    """generate's end-of-sequence check: every element against every test element."""
+    ids = torch.tensor([[3, 1], [0, 2], [1, 1]])  # 6 elements
+    eos = torch.tensor([1, 2])  # 2 test elements
+    total, products, calls = _counted(lambda: torch.isin(ids, eos))
+    assert (total, products) == (6 * 2, 0)  # 12 comparisons, no products
+    assert calls == {"aten.isin": 1}
+    # scalar overloads: 6 elements x 1 test element; 1 element x 2 test elements
+    assert _counted(lambda: torch.isin(ids, 1))[0] == 6
+    assert _counted(lambda: torch.isin(1, eos))[0] == 2
+    # invert flips the answer at no further comparison: 6 * 2 = 12
+    assert _counted(lambda: torch.isin(ids, eos, invert=True))[0] == 12
+
+
+def test_triangular_solves_count_n_squared_per_solution_column() -> None:
+    """Linear attention's chunk inversion (gated delta rule): substitution, n^2 per column."""
+    a = torch.tril(torch.rand(3, 4, 4)) + torch.eye(4)  # 3 lower triangles of n = 4
+    b = torch.rand(3, 4, 5)  # 5 columns each
+    # 3 batches x 5 columns x 4^2 = 240; a unit diagonal divides by nothing: 3 x 5 x 4 x 3
+    assert _counted(lambda: torch.linalg.solve_triangular(a, b, upper=False))[:2] == (240, 0)
+    unit = _counted(lambda: torch.linalg.solve_triangular(a, b, upper=False, unitriangular=True))
+    assert unit[0] == 180
+    # X A = B (left=False), B as (3, 5, 4): 3 batches x 5 rows x 4^2 = 240
+    right = _counted(
+        lambda: torch.linalg.solve_triangular(a, b.transpose(1, 2), upper=False, left=False)
+    )
+    assert right[0] == 240
+    # the older triangular_solve(B, A) (deprecated: torch warns): solution 3 x 4 x 5, n = 4
+    with pytest.warns(UserWarning, match="deprecated"):
+        assert _counted(lambda: torch.triangular_solve(b, a, upper=False))[0] == 240

@@ -15,6 +15,7 @@ from . import (  # noqa: F401  (registration side effects)
     embedding,
     fft,
     ignored,
+    linalg,
     matmul,
     norms,
     optim,
