@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from latency_reports import BASE, latency_report
 
-from torchscan_stages.commands.compare import gate, main
+from torchscan_stages.commands.compare import main
+from torchscan_stages.compare.gate import gate
 from torchscan_stages.provenance import build_provenance
 from torchscan_stages.report import (
     BenchmarkComparison,

@@ -120,7 +120,7 @@ def test_comparison_check_first_and_withheld_marked() -> None:
     body = html.split("</style>", 1)[1]
     assert "b-faster" not in body and "v-faster" not in body  # never styled as a gain
     # ratio = 6.8 ms / 12.3 ms block medians = 0.553; CI = ratio * (0.97, 1.03)
-    assert "[×0.536, ×0.569] at 95 %" in html
+    assert "[0.536, 0.569]" in html and "95 % confidence" in html
     passed = render_report(samples.comparison(check_passed=True))
     assert '<tr class="v-faster">' in passed and "withheld" not in passed.split("Verdicts")[1][:400]
 

@@ -24,6 +24,7 @@ from ..report import (
     REPORT_TYPES,
     AnalysisReport,
     AnyReport,
+    BenchmarkComparison,
     BenchmarkReport,
     FlopReport,
     MetricResult,
@@ -56,6 +57,7 @@ from .format import describe_value, humanize_text, metric_cell
 from .prediction_view import prediction_view
 from .sweep_view import sweep_view
 from .tree_data import RUN_MIN, script_json, tree_data
+from .verdicts import comparison_verdict, short_reason, verdict_label
 
 ReportSource = AnyReport | str | bytes | os.PathLike[str]
 
@@ -157,12 +159,14 @@ def _headlines(report: AnyReport) -> list[Headline]:
 
 
 def _verdict_note(delta: Any) -> str:
-    """``ratio 1.27 (slower)``: the comparison's row says what the candidate's number means."""
+    """``ratio 1.27 (slower)``: the comparison's row says what the candidate's number means,
+    in one line: an undecided row's short reason beside it (the full one is on its row)."""
     if delta.withheld or delta.verdict == "withheld":  # no ratio: never read as a gain or loss
-        return f"withheld: {delta.reason}" if delta.reason else "withheld"
+        return f"withheld: {short_reason(delta.reason)}" if delta.reason else "withheld"
     ratio = f"ratio {delta.ratio:.3g}" if delta.ratio is not None else "no ratio"
-    why = f": {delta.reason}" if delta.reason and delta.verdict in _UNDECIDED else ""
-    return f"{ratio} ({str(delta.verdict).replace('_', ' ')}{why})"
+    label = verdict_label(delta).replace("_", " ")
+    why = f": {short_reason(delta.reason)}" if delta.reason and delta.verdict in _UNDECIDED else ""
+    return f"{ratio} ({label}{why})"
 
 
 # verdicts that say nothing about the candidate without their reason beside them
@@ -323,6 +327,7 @@ class IndexEntry:
     status: Status
     heads: list[Headline]
     diagnostics: int
+    verdict: tuple[str, str] | None = None  # a comparison's: (badge class, text)
 
 
 def render_index(
@@ -364,6 +369,9 @@ def _index(sources: list[ReportSource], output: str | os.PathLike[str] | None, t
                 status=_status(report),
                 heads=_headlines(report)[:3],
                 diagnostics=len(report.diagnostics),
+                verdict=comparison_verdict(report.deltas)
+                if isinstance(report, BenchmarkComparison)
+                else None,
             )
         )
         sections.append(_section(report, prefix, level=2, prov=provs[number - 1]))
