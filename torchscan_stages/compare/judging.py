@@ -170,7 +170,9 @@ def paired_deltas(
     )
     diagnostics: list[Diagnostic] = []
     found = None
+    decided_by = "the interval"
     if rounds < judge.min_blocks:
+        decided_by = f"the rounds ({rounds}, fewer than min_blocks {judge.min_blocks})"
         verdict = (
             "inconclusive",
             f"fewer than {judge.min_blocks} rounds ({rounds}); {verdict[1]}",
@@ -180,7 +182,10 @@ def paired_deltas(
         found = disturbance(sides, traces, judge.min_blocks, judge.confidence)
         verdict = _declined_by_load(estimate, verdict, busy, found, judge)
         diagnostics.append(_busy_diagnostic(busy, verdict))
+        decided = verdict[0] in ("slower", "faster")
+        decided_by = "the interval against the measured load" if decided else "the busy host"
     elif control_verdict is not None and control_verdict[0] in ("faster", "slower"):
+        decided_by = "the A/A control"
         verdict = (
             "inconclusive",
             f"the A/A control (baseline against itself) came out {control_verdict[0]}; "
@@ -205,6 +210,7 @@ def paired_deltas(
         "aa_control_ratio": control_est.ratio if control_est else None,
         "disturbance_bound": round(found.bound(_direction(estimate)), 4) if found else None,
         "loaded_host_verdict": busy is not None and verdict[0] in ("slower", "faster"),
+        "decided_by": decided_by,
     }
     cpu = _cpu_delta(run, judge)
     return PairedOutcome(latency, control, cpu, diagnostics, summary)
