@@ -57,8 +57,12 @@ def test_crawl_accepts_fill_from_operators_and_gpt2_is_complete_with_it(tmp_path
 @pytest.mark.parametrize(
     ("stage", "writes"),
     [
-        ("compare", "reports/compare.json, reports/compare_diff.json, metrics/compare.json"),
-        ("predict", "reports/predict.json, metrics/predict.json"),
+        (
+            "compare",
+            "reports/compare.json, reports/compare_diff.json, metrics/compare.json, "
+            "metrics/compare.evidence.json",
+        ),
+        ("predict", "reports/predict.json, metrics/predict.json, metrics/predict.evidence.json"),
     ],
 )
 def test_stage_help_lists_everything_it_writes(stage: str, writes: str) -> None:

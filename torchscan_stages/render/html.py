@@ -28,6 +28,7 @@ from ..report import (
     BenchmarkReport,
     FlopReport,
     MetricResult,
+    MetricsEvidence,
     PredictionReport,
     ReportDiff,
     Status,
@@ -53,6 +54,7 @@ from .common import (
     provenance_view,
     shared_provenance,
 )
+from .evidence_view import evidence_rows
 from .format import describe_value, humanize_text, metric_cell
 from .prediction_view import prediction_view
 from .sweep_view import sweep_view
@@ -68,6 +70,7 @@ _KIND_LABEL = {
     "report_diff": "Model cost comparison",
     "benchmark_comparison": "Benchmark comparison",
     "prediction": "Peak memory prediction",
+    "metrics_evidence": "Evidence behind committed metrics",
 }
 
 
@@ -135,6 +138,8 @@ def _headlines(report: AnyReport) -> list[Headline]:
         return heads
     if isinstance(report, ReportDiff):
         return [Headline(f"{name} after", d.after) for name, d in list(report.totals.items())[:3]]
+    if isinstance(report, MetricsEvidence):
+        return []  # its table is the content: one row per metrics key
     if isinstance(report, PredictionReport):
         # a CUDA target on a CPU-only run is on purpose (predict.device): say so on the line
         note = "CUDA's allocator, predicted on fake tensors: no GPU needed"
@@ -191,6 +196,11 @@ def _status(report: AnyReport) -> Status:
     if isinstance(report, BenchmarkReport) and not _headlines(report) and report.profile:
         # a profile-only report has no headline number; its operators table is its evidence
         return "complete" if report.profile.operators else "unavailable"
+    if isinstance(report, MetricsEvidence):
+        states = {e.status for e in report.metrics.values()}
+        if not states or states == {"unavailable"}:
+            return "unavailable"
+        return "complete" if states == {"complete"} else "partial"
     if isinstance(report, ReportDiff):
         states = {d.status for d in report.totals.values()}
         if not states or states == {"unavailable"}:
@@ -206,6 +216,8 @@ def _title(report: AnyReport) -> str:
         return report.name or _KIND_LABEL[report.kind]
     if isinstance(report, ReportDiff):
         return f"{report.before_model} → {report.after_model}"
+    if isinstance(report, MetricsEvidence):
+        return f"metrics/{report.stage}.json"
     return f"{report.baseline_name or 'baseline'} vs {report.candidate_name or 'candidate'}"
 
 
@@ -261,6 +273,8 @@ def _view(report: AnyReport) -> dict[str, Any]:
         return {"diff": diff_view(report)}
     if isinstance(report, PredictionReport):
         return {"pred": prediction_view(report)}
+    if isinstance(report, MetricsEvidence):
+        return {"evidence": evidence_rows(report)}
     return {"cmp": comparison_view(report)}
 
 

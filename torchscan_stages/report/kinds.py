@@ -11,6 +11,7 @@ from typing import Annotated, Any, TypeAlias, get_args
 
 from pydantic import Field
 
+from .evidence import MetricsEvidence
 from .models import (
     AnalysisReport,
     BenchmarkComparison,
@@ -27,7 +28,8 @@ AnyReport: TypeAlias = Annotated[
     | BenchmarkReport
     | ReportDiff
     | BenchmarkComparison
-    | PredictionReport,
+    | PredictionReport
+    | MetricsEvidence,
     Field(discriminator="kind"),
 ]
 

@@ -17,7 +17,12 @@ from ..pipeline.runner import WORKLOAD_KEYS, StageContext, stage_main
 KEYS = (*WORKLOAD_KEYS, "compare", "candidate")
 
 
-WRITES = ("reports/compare.json", "reports/compare_diff.json", "metrics/compare.json")
+WRITES = (
+    "reports/compare.json",
+    "reports/compare_diff.json",
+    "metrics/compare.json",
+    "metrics/compare.evidence.json",
+)
 
 
 def verdict_text(delta: Any) -> str:
@@ -95,9 +100,11 @@ def run(ctx: StageContext) -> None:
     if note:
         ctx.headline.append(note)
         comparison = with_bf16_note(comparison, note)
+    from ..pipeline.evidence import comparison_evidence
+
     ctx.write_report(comparison)
     ctx.write_report(result.diff, "compare_diff")
-    ctx.write_metrics(result.metrics())
+    ctx.write_metrics(result.metrics(), evidence=comparison_evidence(comparison))
 
 
 if __name__ == "__main__":
