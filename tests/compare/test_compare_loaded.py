@@ -4,9 +4,13 @@ pair never gets one. Injected rounds only (tests/noise_models.py), no real clock
 
 from __future__ import annotations
 
-import pytest
-from noise_models import bursts, preempted, quiet, simulate
+from pathlib import Path
 
+import pytest
+from noise_models import SimulatedHost, bursts, preempted, quiet, simulate
+
+from torchscan_stages import LatencyOptions, compare_benchmarks
+from torchscan_stages.commands.compare import main
 from torchscan_stages.compare.deltas import Judge
 from torchscan_stages.compare.judging import paired_deltas
 from torchscan_stages.compare.loaded import disturbance
@@ -95,3 +99,30 @@ def test_a_1_3x_with_preemptions_on_both_sides_stays_inconclusive() -> None:
     assert latency.verdict == "inconclusive"
     assert (latency.reason or "").startswith("host too busy: ")
     assert "is not beyond what the load explains" in (latency.reason or "")
+
+
+def test_a_comparison_saved_before_the_rule_cannot_verify_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a 21x pair on a host where 90% of calls lose 0.5-1.5 ms: today slower (loaded host);
+    # the same file as the old rule wrote it (its rows inconclusive, "host too busy") is not
+    # an edit: the gate keeps the recorded row, cannot verify (exit 3) and says how to rejudge
+    sim = SimulatedHost(preempted(0.9, 1e-3), seed=0)
+    result = compare_benchmarks(
+        sim.workload(1e-3),
+        sim.workload(21e-3),
+        check=lambda a, b: True,
+        options=LatencyOptions(clock=sim, probe=sim.probe, max_run_time=2.0),
+    )
+    assert result.deltas[0].verdict == "slower"
+    old = [
+        d.model_copy(update={"verdict": "inconclusive", "reason": "host too busy: ..."})
+        if d.metric in ("latency.warmed", "throughput")
+        else d
+        for d in result.deltas
+    ]
+    path = result.model_copy(update={"deltas": old}).save(tmp_path / "old.json")
+    assert main([str(path), "--max-slowdown", "1.05"]) == 3
+    out = capsys.readouterr().out
+    assert "Gate: FAILED" not in out and "**Gate: CANNOT VERIFY**" in out
+    assert "was judged before the loaded-host rule" in out

@@ -8,8 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from latency_reports import BASE, latency_report
+from noise_models import SimulatedHost, preempted
 
+from torchscan_stages import LatencyOptions
 from torchscan_stages.compare.benchmarks import compare_benchmarks
 from torchscan_stages.pipeline.evidence import comparison_evidence
 from torchscan_stages.pipeline.runner import StageContext, commit_outputs
@@ -97,3 +100,33 @@ def test_the_sweep_summary_reads_metrics_not_their_evidence(tmp_path: Path) -> N
     [row] = summary["jobs"]
     assert row["latency_warmed_median_s"] == 0.01
     assert not any(key.startswith("latency.evidence") for key in row)
+
+
+def test_a_damaged_sidecar_is_refused_in_one_line(tmp_path: Path) -> None:
+    ctx = _context(tmp_path, "compare")
+    ctx.write_metrics({"latency_warmed_ratio": 2.6})
+    commit_outputs(ctx.pending)
+    sidecar = tmp_path / "metrics" / "compare.evidence.json"
+    document = json.loads(sidecar.read_text())
+    document["metrics"]["latency_warmed_ratio"]["verdict"] = "surely"
+    sidecar.write_text(json.dumps(document))
+    with pytest.raises(ValueError) as caught:
+        load_report(sidecar)
+    message = str(caught.value)
+    assert "\n" not in message and str(sidecar) in message
+    assert "metrics.latency_warmed_ratio.verdict" in message
+
+
+def test_a_verdict_on_a_loaded_host_is_sure_of_its_direction_not_its_size() -> None:
+    # 21x on a host where 90% of calls lose 0.5-1.5 ms (simulated): slower (loaded host);
+    # the sidecar keeps the verdict and the warning, never the wall-clock interval
+    sim = SimulatedHost(preempted(0.9, 1e-3), seed=0)
+    result = compare_benchmarks(
+        sim.workload(1e-3),
+        sim.workload(21e-3),
+        check=lambda a, b: True,
+        options=LatencyOptions(clock=sim, probe=sim.probe, max_run_time=2.0),
+    )
+    found = comparison_evidence(result)["latency_warmed_ratio"]
+    assert found.verdict == "slower" and found.interval is None and not found.clean
+    assert "verdict_on_loaded_host" in found.warnings

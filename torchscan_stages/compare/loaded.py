@@ -7,10 +7,10 @@ makes a 20x effect. The run itself measured how far the load pushed blocks apart
 
 * the **A/A control**: per round, the ratio between the baseline and its own second block
   (``max(a/b, b/a)``): what the load did to identical work side by side;
-* the **pressure** on the A/B rounds: per round, how much more the candidate's block waited
-  than the baseline's, ``(wall/CPU of the candidate's block) / (wall/CPU of the
-  baseline's)`` (CPU time does not grow while a block waits for a core, so this is the
-  waiting's own share of that round's ratio); for ``faster``, its inverse.
+* the **pressure** on the A/B rounds the interval rests on: per round, how much more the
+  candidate's block waited than the baseline's, ``(wall/CPU of the candidate's block) /
+  (wall/CPU of the baseline's)`` (CPU time does not grow while a block waits for a core,
+  so this is the waiting's own share of that round's ratio); for ``faster``, its inverse.
 
 Each is taken at the sign-test rank: the largest value once the ``k - 1`` most extreme
 rounds are set aside, the same number of rounds the interval sets aside at each end
@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..measure.host import BlockTrace
-from .paired import PairedEstimate, PairedSides, sign_test_rank
+from .paired import PairedEstimate, PairedSides, pick, sign_test_rank, undisturbed_rounds
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,13 @@ def disturbance(
     per-block CPU readings, fewer than ``min_blocks`` rounds of either)."""
     pairs = list(zip(sides.control_base, sides.control, strict=True))
     waiting = _waiting(*traces)
-    if len(pairs) < min_blocks or waiting is None or len(waiting) < min_blocks:
+    if waiting is None:
+        return None
+    # the rounds the A/B interval rests on: the undisturbed ones when min_blocks of them ran
+    # (paired.paired_sides), else every round
+    clean = undisturbed_rounds(list(traces), len(waiting))
+    waiting = pick(waiting, clean if clean is not None and len(clean) >= min_blocks else None)
+    if len(pairs) < min_blocks or len(waiting) < min_blocks:
         return None
     if any(b <= 0 or c <= 0 for b, c in pairs):
         return None
@@ -108,13 +114,15 @@ def beyond(
         bound = found.bound("slower")
         return "slower", (
             f"loaded host: CI low x{estimate.low:.3g} is above the x{bound:.3g} the load explains; "
-            f"{interval}; the load: {found.text('slower')}"
+            f"{interval}, a wall-clock ratio that includes the load's share (the work itself "
+            f"is at least x{estimate.low / bound:.3g}); the load: {found.text('slower')}"
         )
     if estimate.high < 1.0 / found.bound("faster") and estimate.ratio < 1.0 - min_effect:
         bound = 1.0 / found.bound("faster")
         return "faster", (
             f"loaded host: CI high x{estimate.high:.3g} is below the x{bound:.3g} the load "
-            f"explains; {interval}; the load: {found.text('faster')}"
+            f"explains; {interval}, a wall-clock ratio that includes the load's share (the work "
+            f"itself is at most x{estimate.high / bound:.3g}); the load: {found.text('faster')}"
         )
     return None
 

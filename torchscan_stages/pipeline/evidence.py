@@ -6,9 +6,10 @@ loaded host". The sidecar (report kind ``metrics_evidence``, :mod:`..report.evid
 per key, the value's status and its validity warning codes (the report's warning
 diagnostics for that metric: ``too_few_blocks``, ``timing_backstop``, ``loaded_host``,
 ``latency_noisy``, ``host_too_busy``, ``too_few_rounds`` ...) and, for a comparison's keys,
-the row's verdict and its interval only when that verdict is confident. It is committed
-beside the metrics (DVC ``cache: false``), so ``history`` and a reader of the metrics diff
-can weigh a point without the DVC cache.
+the row's verdict and its interval only when that verdict is confident (never for a
+verdict given on a loaded host: its direction is sure, its size includes the load's). It is
+committed beside the metrics (DVC ``cache: false``), so ``history`` and a reader of the
+metrics diff can weigh a point without the DVC cache.
 """
 
 from __future__ import annotations
@@ -51,12 +52,16 @@ def delta_evidence(delta: PerformanceDelta, diagnostics: Iterable[Diagnostic]) -
         codes.add("too_few_rounds")
     if delta.verdict == "inconclusive":
         codes.add("inconclusive")
-    confident = delta.verdict in CONFIDENT and not delta.withheld
+    # a verdict on a loaded host is sure of its direction, not of its size: no interval
+    loaded = (delta.reason or "").startswith("loaded host")
+    confident = delta.verdict in CONFIDENT and not delta.withheld and not loaded
     interval = None
     if confident and delta.ci_low is not None and delta.ci_high is not None:
         interval = (delta.ci_low, delta.ci_high)
     note = None
-    if not confident and delta.verdict not in ("increased", "decreased"):
+    if loaded:
+        note = f"{delta.verdict} on a loaded host: the direction is sure, the size is not"
+    elif not confident and delta.verdict not in ("increased", "decreased"):
         note = f"{delta.verdict}: {(delta.reason or '').split('; ')[0][:200]}"
     return MetricEvidence(
         status="complete",
