@@ -26,10 +26,14 @@ WRITES = (
 
 
 def verdict_text(delta: Any) -> str:
-    """``inconclusive: the interval [0.9, 1.3] straddles ...``: the why on the console too."""
+    """``inconclusive: fewer than 10 rounds (5)``, ``slower (loaded host)``: the verdict as
+    the page shows it, with an undecided row's short reason (render.verdicts)."""
+    from ..render.verdicts import short_reason, verdict_label
+
+    label = verdict_label(delta)
     if delta.verdict == "inconclusive" and delta.reason:
-        return f"{delta.verdict}: {delta.reason}"
-    return str(delta.verdict)
+        return f"{label}: {short_reason(delta.reason)}"
+    return label
 
 
 def compile_text(record: Any) -> str:
