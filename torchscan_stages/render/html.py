@@ -169,7 +169,7 @@ def _verdict_note(delta: Any) -> str:
     if delta.withheld or delta.verdict == "withheld":  # no ratio: never read as a gain or loss
         return f"withheld: {short_reason(delta.reason)}" if delta.reason else "withheld"
     ratio = f"ratio {delta.ratio:.3g}" if delta.ratio is not None else "no ratio"
-    label = verdict_label(delta).replace("_", " ")
+    label = verdict_label(delta).replace("_", " ").replace(" (loaded host)", ", loaded host")
     why = f": {short_reason(delta.reason)}" if delta.reason and delta.verdict in _UNDECIDED else ""
     return f"{ratio} ({label}{why})"
 
