@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from latency_reports import BASE, latency_report
 from noise_models import SimulatedHost, preempted
 
 from torchscan_stages import LatencyOptions
 from torchscan_stages.compare.benchmarks import compare_benchmarks
+from torchscan_stages.pipeline.commit import PIPELINE_FILES
 from torchscan_stages.pipeline.evidence import comparison_evidence
 from torchscan_stages.pipeline.runner import StageContext, commit_outputs
 from torchscan_stages.pipeline.sweep import summarize_jobs
@@ -130,3 +132,21 @@ def test_a_verdict_on_a_loaded_host_is_sure_of_its_direction_not_its_size() -> N
     found = comparison_evidence(result)["latency_warmed_ratio"]
     assert found.verdict == "slower" and found.interval is None and not found.clean
     assert "verdict_on_loaded_host" in found.warnings
+
+
+def test_the_commit_recipe_and_dvc_yaml_carry_every_sidecar() -> None:
+    # every stage that declares metrics/<stage>.json also declares its sidecar (an out,
+    # cache false, persist), and `git add ... metrics ...` takes it with the metrics
+    root = Path(__file__).resolve().parents[2]
+    stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    with_metrics = {name: spec for name, spec in stages.items() if spec.get("metrics")}
+    assert set(with_metrics) == {"crawl", "flops", "memory", "latency", "rss", "compare", "predict"}
+    for name, spec in with_metrics.items():
+        outs = {next(iter(o)): o[next(iter(o))] for o in spec["outs"] if isinstance(o, dict)}
+        assert outs[f"metrics/{name}.evidence.json"] == {"cache": False, "persist": True}
+    assert "metrics" in PIPELINE_FILES
+    assert (
+        "metrics/compare.evidence.json"
+        in (root / "pipelines/check_optimisation/dvc.yaml").read_text()
+    )
+    assert "metrics/latency.evidence.json" in (root / "pipelines/sweep/dvc.yaml").read_text()
