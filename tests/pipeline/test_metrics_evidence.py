@@ -129,9 +129,10 @@ def test_a_verdict_on_a_loaded_host_is_sure_of_its_direction_not_its_size() -> N
         check=lambda a, b: True,
         options=LatencyOptions(clock=sim, probe=sim.probe, max_run_time=2.0),
     )
-    found = comparison_evidence(result)["latency_warmed_ratio"]
-    assert found.verdict == "slower" and found.interval is None and not found.clean
-    assert "verdict_on_loaded_host" in found.warnings
+    for key in ("latency_warmed_ratio", "throughput_ratio"):  # throughput = work / latency
+        found = comparison_evidence(result)[key]
+        assert found.verdict == "slower" and found.interval is None and not found.clean
+        assert "verdict_on_loaded_host" in found.warnings
 
 
 def test_the_commit_recipe_and_dvc_yaml_carry_every_sidecar() -> None:

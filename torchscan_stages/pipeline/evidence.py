@@ -47,7 +47,9 @@ def delta_evidence(delta: PerformanceDelta, diagnostics: Iterable[Diagnostic]) -
     """A comparison row's evidence: its verdict, its interval only when that verdict is
     confident, and the warnings behind it (an inconclusive row is never a full point)."""
     family = delta.metric.split(".")[0]
-    codes = set(warning_codes(diagnostics, (delta.metric, f"{family}.")))
+    # throughput is work / warmed latency: the latency's warnings are its own
+    names = (delta.metric, f"{family}.", *(("latency.warmed",) if family == "throughput" else ()))
+    codes = set(warning_codes(diagnostics, names))
     if delta.reason and delta.reason.startswith("fewer than"):
         codes.add("too_few_rounds")
     if delta.verdict == "inconclusive":
