@@ -21,7 +21,7 @@ from torchscan_stages.compare.judging import paired_deltas
 from torchscan_stages.provenance import build_provenance
 from torchscan_stages.render.bench_view import comparison_view
 from torchscan_stages.render.compare_markdown import comparison_markdown, gate_markdown
-from torchscan_stages.render.verdicts import short_reason
+from torchscan_stages.render.verdicts import SHORT_REASON, short_reason
 from torchscan_stages.report import BenchmarkComparison, CheckResult, PerformanceDelta
 
 T = 1.05  # --max-slowdown
@@ -120,7 +120,7 @@ def test_row_table_line_and_gate_agree(path: str) -> None:
     # the page's row
     row = comparison_view(result).rows[0]
     assert row.verdict == label, latency.reason
-    assert row.reason == short_reason(latency.reason) and len(row.reason) <= 100
+    assert row.reason == short_reason(latency.reason) and len(row.reason) <= SHORT_REASON
     # the Markdown table's line: metric | statistic | base | cand | ratio | CI | verdict | why
     text = comparison_markdown(result)
     [line] = [x for x in text.splitlines() if x.startswith("| latency.warmed |")]

@@ -73,7 +73,15 @@ def _demo_comparison() -> BenchmarkComparison:
         baseline_name="smallresnet-image-fp32 x1 cpu",
         candidate_name="smallresnet-image-bf16_autocast x1 cpu",
     )
-    return result
+    # the worst row a page can get: the longest metric name, a loaded-host verdict label and
+    # a reason cut to the full 100 characters
+    worst = result.deltas[0].model_copy(
+        update={
+            "metric": "memory.accelerator_allocated",
+            "reason": "loaded host: " + "interval " * 40,
+        }
+    )
+    return result.model_copy(update={"deltas": [*result.deltas, worst]})
 
 
 def test_default_page_comparison_rows_are_one_line_at_1280px(tmp_path: Path) -> None:
@@ -88,8 +96,10 @@ def test_default_page_comparison_rows_are_one_line_at_1280px(tmp_path: Path) -> 
     )
     seen = measure(page, tmp_path / "work", ROWS, width=1280)
     rows = seen["rows"]
-    # the 5 deltas of an interleaved run: latency, throughput, first call, A/A control, CPU time
+    # the 5 deltas of an interleaved run (latency, throughput, first call, A/A control, CPU
+    # time) and the worst case: each one line
     assert [r["metric"] for r in rows] == [d.metric for d in comparison.deltas]
+    assert max(len(r["reason"]) for r in rows) >= SHORT_REASON - 9  # cut at a word
     for row in rows:
         assert row["lines"] == 1, row
         assert not row["cut"], row

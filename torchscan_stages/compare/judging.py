@@ -97,7 +97,7 @@ def _busy_reason(
     why: list[str] = []
     if share is not None and share < judge.min_cpu_share:
         why.append(
-            f"the workloads got {share:.0%} of the wall time as CPU time "
+            f"the workloads got {share:.0%} of the wall time as CPU "
             f"(min_cpu_share {judge.min_cpu_share:.0%})"
         )
     if clean is not None and clean < judge.min_blocks:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..report import PerformanceDelta
 
-SHORT_REASON = 100
+SHORT_REASON = 80  # under ~100 characters, so the widest row still fits a 1,124 px page
 UNDECIDED = frozenset({"inconclusive", "withheld", "not_comparable"})
 
 
@@ -35,8 +35,9 @@ def short_reason(reason: str | None, limit: int = SHORT_REASON) -> str:
     first = reason.split("; ", 1)[0].strip()
     if len(first) <= limit:
         return first
-    cut = first[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:(")
-    return cut + "…"
+    head = first[: limit - 1]
+    cut = head.rsplit(" ", 1)[0].rstrip(",;:(")
+    return (cut if len(cut) >= limit // 2 else head) + "…"  # a long unbroken word: cut it
 
 
 def verdict_label(delta: PerformanceDelta) -> str:
