@@ -3,8 +3,9 @@
 Budget: ``python -m torchscan_stages history`` over 200 commits of committed metrics in
 under 10 s (the issue's bar), measured as the whole command (interpreter start included).
 The repository is generated with ``git fast-import``: 200 commits, each with three
-metrics files (latency, memory, crawl: 11 numbers), dvc.lock and params.yaml; the metrics
-change every 10th commit, so most blobs are shared, as in a real history.
+metrics files (latency, memory, crawl: 11 numbers), their evidence sidecars, dvc.lock and
+params.yaml; the metrics change every 10th commit, so most blobs are shared, as in a real
+history (one latency point in ten carries a validity warning).
 
 Run: ``.venv/bin/python benchmarks/bench_history.py [--commits N]``. Prints one JSON object
 (wall seconds, the host's load average before and after); exit 1 over budget.
@@ -23,16 +24,27 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "history"))
-from synthetic import fast_repo, lock  # noqa: E402  (tests/history/synthetic.py)
+from synthetic import fast_repo, lock, sidecar  # noqa: E402  (tests/history/synthetic.py)
 
 BUDGET_S = 10.0
+
+
+def _evidence(stage: str, keys: list[str], warned: bool) -> str:
+    entry = {"status": "complete", "warnings": ["loaded_host"] if warned else []}
+    return sidecar(stage, dict.fromkeys(keys, entry))
 
 
 def _commit(i: int) -> dict[str, str]:
     level = 1.0 + (i // 10) * 0.01  # a new value every 10th commit
     names = ("parameters", "parameter_bytes", "module_flops", "macs", "dmas", "operator_flops")
     crawl = {name: int(1000 * level * (k + 1)) for k, name in enumerate(names)}
+    latency = ["warmed_median_s", "throughput_per_s", "warmed_iqr_s"]
     return {
+        "metrics/latency.evidence.json": _evidence("latency", latency, (i // 10) % 10 == 3),
+        "metrics/memory.evidence.json": _evidence(
+            "memory", ["peak_cpu_tracked_tensors_bytes"], False
+        ),
+        "metrics/crawl.evidence.json": _evidence("crawl", list(names), False),
         "src.py": f"x = {i // 10}\n",
         "dvc.lock": lock(f"x = {i // 10}\n"),
         "metrics/latency.json": json.dumps(

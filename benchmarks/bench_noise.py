@@ -211,7 +211,10 @@ def repeatability(
     spent: list[float] = []
     for _ in range(repeats):
         started = time.perf_counter()
-        report = measure_latency(workload, max_run_time=0.8 * budget, min_run_time=budget / 4)
+        report = measure_latency(
+            workload,
+            options={"max_run_time": 0.8 * budget, "min_run_time": budget / 4},
+        )
         spent.append(time.perf_counter() - started)
         assert report.latency is not None and report.latency.warmed.value is not None
         ours.append(report.latency.warmed.value)

@@ -139,7 +139,11 @@ def check_measurement_passes() -> dict[str, Any]:
     def matmul() -> torch.Tensor:
         return a @ a
 
-    latency = measure_latency(matmul, device="cuda", min_run_time=0.5)
+    latency = measure_latency(
+        matmul,
+        device="cuda",
+        options={"min_run_time": 0.5},
+    )
     memory = measure_peak_memory(matmul, device="cuda")
     profile = profile_workload(matmul, device="cuda", row_limit=5)
     warmed = latency.latency.warmed if latency.latency else None

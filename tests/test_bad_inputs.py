@@ -172,19 +172,28 @@ API: list[Case] = [
     ),
     (
         "latency-warmup-negative",
-        lambda t: measure_latency(_workload(), warmup=-1),
+        lambda t: measure_latency(
+            _workload(),
+            options={"warmup": -1},
+        ),
         ValueError,
         "warmup must be finite and >= 0.0, got -1",
     ),
     (
         "latency-min-run-time-inf",
-        lambda t: measure_latency(_workload(), min_run_time=float("inf")),
+        lambda t: measure_latency(
+            _workload(),
+            options={"min_run_time": float("inf")},
+        ),
         ValueError,
         "min_run_time must be finite",
     ),
     (
         "latency-max-run-time-inf",
-        lambda t: measure_latency(_workload(), max_run_time=float("inf")),
+        lambda t: measure_latency(
+            _workload(),
+            options={"max_run_time": float("inf")},
+        ),
         ValueError,
         "max_run_time must be finite",
     ),

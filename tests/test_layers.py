@@ -30,7 +30,10 @@ GROUND = frozenset(
     }
 )
 FACE = frozenset({"__init__", "__main__", "face", "commands", "pipeline", "stages", "history"})
-# top-level part -> the other top-level parts it may import (ground parts may import each other)
+# the library floor: each imports the ground and the parts its row names, never the face
+LIBRARY = frozenset({"analysis", "measure", "render", "predict", "compare", "serve", "zoo"})
+# top-level part -> the other top-level parts it may import (ground parts may import each other);
+# every part has its row, the top floors too: a new part fails until it is given one
 ALLOWED: dict[str, frozenset[str]] = {
     **{part: GROUND for part in GROUND},
     "analysis": GROUND,  # neither measure nor render
@@ -38,11 +41,18 @@ ALLOWED: dict[str, frozenset[str]] = {
     "render": GROUND,  # only consumes reports
     "predict": GROUND | {"analysis", "measure"},
     "compare": GROUND | {"analysis", "measure"},
+    # served inference: drives workloads (measure), counts and predicts generation; never renders
+    "serve": GROUND | {"analysis", "measure", "predict"},
     "integrations": GROUND | {"analysis"},
     "zoo": GROUND | {"analysis"},  # embedded models register their handlers
-    "pipeline": GROUND | {"analysis", "measure", "predict", "compare", "render", "zoo"},
-    "stages": GROUND | {"analysis", "measure", "predict", "compare", "render", "zoo", "pipeline"},
-    "commands": GROUND | {"analysis", "measure", "predict", "compare", "render", "zoo"},
+    # the top floors: the public face, the CLI, history, the pipeline and its stages
+    "__init__": GROUND | LIBRARY | {"face"},  # the lazy loader's table of public names
+    "__main__": GROUND | {"commands"},
+    "face": GROUND | LIBRARY,  # summary() and measure_workload(): a library call, then text
+    "history": GROUND | LIBRARY,  # reads committed metrics; its page is drawn by render
+    "commands": GROUND | LIBRARY | {"face", "history"},
+    "pipeline": GROUND | LIBRARY,
+    "stages": GROUND | LIBRARY | {"pipeline"},
 }
 # the one sanctioned plug-in load: HF handlers, loaded by importlib the first time a crawl
 # meets a transformers class (the model's owner has already imported transformers)
@@ -168,7 +178,7 @@ def arrow_violations(edges: list[Edge]) -> set[tuple[str, str]]:
         if source == target or (edge.importer, edge.imported) in PLUGIN_LOADS:
             continue
         upward = source in FACE - {"__init__", "__main__"} and target in {"__init__", "__main__"}
-        below = source not in FACE and target not in ALLOWED[source]
+        below = target not in ALLOWED.get(source, frozenset())
         if target == "integrations" or below or upward:
             bad.add((edge.importer, edge.imported))
     return bad
@@ -226,6 +236,11 @@ def test_no_forbidden_arrow_between_layers() -> None:
     assert sorted(bad) == []
 
 
+def test_every_top_level_part_has_its_row() -> None:
+    parts = {_part(_module_of(name)) for name in read_package()}
+    assert sorted(parts - set(ALLOWED)) == []
+
+
 def test_no_import_circle() -> None:
     assert circles(import_edges(read_package())) == []
 
@@ -254,6 +269,8 @@ def test_the_checker_fails_on_planted_imports() -> None:
         f"{ROOT}.render.planted_a": "from .planted_b import x\n",
         f"{ROOT}.render.planted_b": "def g():\n    from . import planted_a\n",
         f"{ROOT}.compare.planted": "import torchscan_stages.integrations.hf_models\n",
+        # a top floor has its own row too: history never runs pipeline stages
+        f"{ROOT}.history.planted": "from ..stages import crawl\n",
     }
     edges = import_edges(planted)
     bad = arrow_violations(edges)
@@ -261,6 +278,7 @@ def test_the_checker_fails_on_planted_imports() -> None:
         (f"{ROOT}.analysis.planted", f"{ROOT}.render.text"),
         (f"{ROOT}.stats", f"{ROOT}.pipeline.runner"),
         (f"{ROOT}.compare.planted", f"{ROOT}.integrations.hf_models"),
+        (f"{ROOT}.history.planted", f"{ROOT}.stages.crawl"),
     }
     assert private_crossings(edges) == [
         f"{ROOT}.measure.planted:2 takes _decode from {ROOT}.report.io"

@@ -227,7 +227,9 @@ def _valid_documents() -> list[dict[str, Any]]:
     wider = crawl_module(nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2)), (4,))
     memory = measure_peak_memory(lambda: model(torch.randn(2, 4)))
     clock = SimulatedClock()  # the latency numbers come from a simulated clock, not the host
-    latency = measure_latency(clock.workload(0.002, noise=0.1), clock=clock, work_units=4)
+    latency = measure_latency(
+        clock.workload(0.002, noise=0.1), options={"clock": clock}, work_units=4
+    )
     diff = compare_reports(analysis, wider)
     flops = measure_flops(lambda: model(torch.randn(2, 4)))
     rss = measure_peak_rss(

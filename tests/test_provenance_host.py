@@ -115,7 +115,10 @@ def test_sweep_summary_warns_when_timing_jobs_overlapped(tmp_path: Path) -> None
     def job(name: str, start: str, end: str) -> None:
         # a real latency report (simulated clock), stamped as if timed on host "abc"
         clock = SimulatedClock()
-        report = measure_latency(clock.workload(1e-3), warmup=0.0, clock=clock)
+        report = measure_latency(
+            clock.workload(1e-3),
+            options={"warmup": 0.0, "clock": clock},
+        )
         host = HostState(
             host_id="abc",
             started_at=f"2026-01-01T00:00:{start}+00:00",

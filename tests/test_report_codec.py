@@ -9,6 +9,7 @@ import copy
 import gzip
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,21 @@ def _model() -> nn.Module:
     return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), shared, Mystery(), shared)
 
 
+def _history() -> Any:
+    """The history of a real 4-commit git repository (tests/history/synthetic.py): 10 ms,
+    then 13 ms from commit 2, with clean evidence sidecars."""
+    sys.path.insert(0, str(Path(__file__).parent / "history"))
+    from synthetic import fast_repo, lock, metrics
+
+    from torchscan_stages.history import detect_steps, history_document, read_history
+
+    with tempfile.TemporaryDirectory() as scratch:
+        level = [0.010, 0.010, 0.013, 0.013]
+        fast_repo(Path(scratch), [{"dvc.lock": lock("x"), **metrics(v, 4096)} for v in level])
+        history = read_history(scratch)
+        return history_document(history, detect_steps(history))
+
+
 def _every_kind() -> dict[str, Any]:
     """One real report of every kind (latency from a simulated clock, never the host's)."""
     model = _model()
@@ -79,7 +95,9 @@ def _every_kind() -> dict[str, Any]:
         "structure": crawl_module(model, (3,), mode="structure"),
         "flops": measure_flops(lambda: model(torch.randn(2, 3))),
         "memory": measure_peak_memory(lambda: model(torch.randn(2, 3))),
-        "latency": measure_latency(clock.workload(0.002, noise=0.1), clock=clock, work_units=4),
+        "latency": measure_latency(
+            clock.workload(0.002, noise=0.1), options={"clock": clock}, work_units=4
+        ),
         "rss": measure_peak_rss([sys.executable, "-c", rss_code], timeout=60),
         "profile": profile_workload(lambda: model(torch.randn(2, 3)), row_limit=5),
         "report_diff": compare_reports(analysis, wider),
@@ -90,6 +108,7 @@ def _every_kind() -> dict[str, Any]:
             clock=clock,
         ),
         "prediction": predict_peak_memory(lambda: model(torch.randn(2, 3)), device="cpu"),
+        "history": _history(),
     }
     reports["metrics_evidence"] = MetricsEvidence(
         provenance=build_provenance(),

@@ -22,7 +22,7 @@ from .analysis.operators import count_workload
 from .measure.latency_options import LatencyOptions
 from .measure.profile import DEFAULT_ROW_LIMIT
 from .measure.rss import DEFAULT_TIMEOUT_S
-from .measure.workload import run_passes
+from .measure.workload import PassPlan, run_passes
 from .render.summary import format_table
 from .render.text import benchmark_summary
 from .report import AnalysisReport, BenchmarkReport, IncompleteAnalysisError
@@ -96,7 +96,6 @@ def measure_workload(
     file: TextIO | None = None,
     precision: str | None = None,
     training: bool | None = None,
-    latency_options: Mapping[str, Any] | LatencyOptions | None = None,
     rss_timeout: float = DEFAULT_TIMEOUT_S,
     profile_row_limit: int = DEFAULT_ROW_LIMIT,
     profile_trace_path: str | None = None,
@@ -106,15 +105,12 @@ def measure_workload(
 
     ``progress`` (True = stderr, False = silent, or a text file) reports each pass as it
     starts and ends; the summary goes to ``file`` (stdout by default). ``precision`` and
-    ``training`` are declarations recorded as given (the workload owns them).
-    ``latency_options`` is a :class:`LatencyOptions` or a mapping of its field names
-    (measure_latency's tuning keywords); ``options`` is the same, under the name
-    measure_latency and compare_benchmarks use (give one of the two). ``rss_command`` runs
-    as a fresh child (see measure_peak_rss) and must rebuild the workload by itself.
+    ``training`` are declarations recorded as given (the workload owns them). ``options``
+    (a :class:`LatencyOptions` or a mapping of its field names) is the timing pass's one way
+    in, as for measure_latency and compare_benchmarks. ``rss_command`` runs as a fresh child
+    (see measure_peak_rss) and must rebuild the workload by itself.
     """
-    report = run_passes(
-        workload,
-        count_flops=count_workload,
+    plan = PassPlan(
         flops=flops,
         memory=memory,
         latency=latency,
@@ -124,15 +120,14 @@ def measure_workload(
         unit=unit,
         device=device,
         name=name,
-        progress=progress,
         precision=precision,
         training=training,
-        latency_options=latency_options,
+        options=options,
         rss_timeout=rss_timeout,
         profile_row_limit=profile_row_limit,
         profile_trace_path=profile_trace_path,
-        options=options,
     )
+    report = run_passes(workload, plan, count_flops=count_workload, progress=progress)
     out = file if file is not None else sys.stdout
     out.write(benchmark_summary(report) + "\n")
     out.flush()

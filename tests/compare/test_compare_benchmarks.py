@@ -131,8 +131,14 @@ def test_check_is_required_for_workloads() -> None:
 
 
 def test_saved_reports_record_check_not_performed(sim_clock: SimulatedClock) -> None:
-    base = measure_latency(sim_clock.workload(1e-3, noise=0.01, seed=1), clock=sim_clock)
-    cand = measure_latency(sim_clock.workload(2e-3, noise=0.01, seed=2), clock=sim_clock)
+    base = measure_latency(
+        sim_clock.workload(1e-3, noise=0.01, seed=1),
+        options={"clock": sim_clock},
+    )
+    cand = measure_latency(
+        sim_clock.workload(2e-3, noise=0.01, seed=2),
+        options={"clock": sim_clock},
+    )
     result = compare_benchmarks(base, cand)
     assert isinstance(result, BenchmarkComparison)
     assert (result.check.performed, result.check.passed) == (False, None)
@@ -141,7 +147,10 @@ def test_saved_reports_record_check_not_performed(sim_clock: SimulatedClock) -> 
 
 
 def test_saved_reports_from_different_devices_are_not_comparable() -> None:
-    base = measure_latency(_busy(2), min_run_time=0.1)
+    base = measure_latency(
+        _busy(2),
+        options={"min_run_time": 0.1},
+    )
     cand = base.model_copy(
         update={"execution": base.execution.model_copy(update={"device": "cuda:0"})}
     )
@@ -156,7 +165,10 @@ def test_saved_reports_from_different_devices_are_not_comparable() -> None:
 
 
 def test_saved_reports_with_check_record_it_not_performed() -> None:
-    base = measure_latency(_busy(1), min_run_time=0.05)
+    base = measure_latency(
+        _busy(1),
+        options={"min_run_time": 0.05},
+    )
     result = compare_benchmarks(base, base, check=_always(True))
     assert (result.check.performed, result.check.passed) == (False, None)
     assert "check_not_performed" in [d.code for d in result.diagnostics]
@@ -271,8 +283,14 @@ def test_saved_reports_with_different_latency_methods_are_diagnosed(
 ) -> None:
     # regression: the method mismatch was appended after the diagnostics were built, so the
     # verdict turned not_comparable with no diagnostic saying why
-    base = measure_latency(sim_clock.workload(1e-3, seed=1), clock=sim_clock)
-    cand = measure_latency(sim_clock.workload(1e-3, seed=2), clock=sim_clock)
+    base = measure_latency(
+        sim_clock.workload(1e-3, seed=1),
+        options={"clock": sim_clock},
+    )
+    cand = measure_latency(
+        sim_clock.workload(1e-3, seed=2),
+        options={"clock": sim_clock},
+    )
     assert cand.latency is not None
     synced = cand.latency.warmed.model_copy(update={"method": "wall_clock_synchronized"})
     cand = cand.model_copy(update={"latency": cand.latency.model_copy(update={"warmed": synced})})

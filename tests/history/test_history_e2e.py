@@ -44,6 +44,11 @@ def test_planted_steps_are_found_in_their_commit_ranges(built: tuple[Path, list[
     assert [c.sha for c in history.commits] == shas
     detect_steps(history)
     memory = _series(history, MEMORY)
+    # the stages commit evidence sidecars (metrics/memory.evidence.json): exact counts with
+    # no validity warning are clean points, so the planted steps are confident, not suspect
+    complete = [p for p in memory.points if p.status == "complete"]  # type: ignore[attr-defined]
+    assert complete and all(p.clean for p in complete), [p.evidence for p in complete][:1]
+    assert not any(s.suspect for s in memory.steps)  # type: ignore[attr-defined]
     # 2*16*50*4 = 6400 B -> 2*16*65*4 = 8320 B (x1.3) -> 2*16*78*4 = 9984 B (x1.2)
     assert memory.points[0].value == planted.expected_peak(50) == 6400  # type: ignore[attr-defined]
     steps = [(s.before, s.after, s.single_commit, s.ratio) for s in memory.steps]  # type: ignore[attr-defined]
@@ -112,7 +117,7 @@ def test_cli_writes_report_and_page_and_gates(
     assert len(document["commits"]) == planted.COMMITS
     page = out_html.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page
-    assert f'href="#c-{shas[6][:12]}"' in page and "env changed" in page
+    assert f'href="#r0-c-{shas[6][:12]}"' in page and "env changed" in page
     # x1.3 and x1.2 memory steps: intervals lie beyond a 10% minimum effect -> the gate fails
     gated = _cli(repo, "--min-effect", "0.1")
     assert gated.returncode == 1 and "gate:" in gated.stderr

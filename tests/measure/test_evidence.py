@@ -18,7 +18,8 @@ def _codes(report: BenchmarkReport) -> list[str]:
 def test_a_clock_that_never_advances_gives_no_complete_time() -> None:
     # clock=lambda: 0.0 once gave a complete 0.0 s first call and warmed median
     report = measure_latency(
-        lambda: None, clock=lambda: 0.0, warmup=0.01, min_run_time=0.01, max_run_time=0.05
+        lambda: None,
+        options={"clock": lambda: 0.0, "warmup": 0.01, "min_run_time": 0.01, "max_run_time": 0.05},
     )
     lat = report.latency
     assert lat is not None
@@ -30,9 +31,9 @@ def test_a_clock_that_never_advances_gives_no_complete_time() -> None:
 
 def test_a_clock_that_advances_keeps_its_times(sim_clock: SimulatedClock) -> None:
     report = measure_latency(
-        sim_clock.workload(2**-9), warmup=2**-9, min_run_time=2**-6, max_run_time=2**-4,
-        clock=sim_clock,
-    )  # fmt: skip
+        sim_clock.workload(2**-9),
+        options={"warmup": 2**-9, "min_run_time": 2**-6, "max_run_time": 2**-4, "clock": sim_clock},
+    )
     assert report.latency is not None and report.latency.warmed.value == 2**-9
     assert "clock_not_advancing" not in _codes(report)
 
@@ -54,7 +55,9 @@ def test_empty_batch_through_batch_norm_is_empty_work_for_latency(
         return model(x)
 
     report = measure_latency(
-        empty, work_units=8, warmup=2**-9, min_run_time=2**-6, max_run_time=2**-4, clock=sim_clock
+        empty,
+        work_units=8,
+        options={"warmup": 2**-9, "min_run_time": 2**-6, "max_run_time": 2**-4, "clock": sim_clock},
     )
     assert report.latency is not None
     assert report.latency.throughput.status == "unavailable"  # not 8 / 2**-9 = 4096 samples/s
@@ -86,7 +89,10 @@ def test_a_workload_running_no_operator_has_no_complete_memory_peak() -> None:
 
 def test_a_workload_running_no_operator_has_no_complete_throughput() -> None:
     # the real clock: the durations are real, but work_units per second has no evidence
-    report = measure_latency(lambda: None, warmup=0.01, min_run_time=0.01, max_run_time=0.05)
+    report = measure_latency(
+        lambda: None,
+        options={"warmup": 0.01, "min_run_time": 0.01, "max_run_time": 0.05},
+    )
     assert report.latency is not None
     assert report.latency.throughput.status == "unavailable"
     assert "no_operators" in _codes(report)
@@ -95,8 +101,9 @@ def test_a_workload_running_no_operator_has_no_complete_throughput() -> None:
 def test_a_simulated_workload_needs_no_operator(sim_clock: SimulatedClock) -> None:
     # an injected clock is a simulation: the clock, not the dispatcher, is its evidence
     report = measure_latency(
-        sim_clock.workload(2**-9), work_units=4, warmup=2**-9, min_run_time=2**-6,
-        max_run_time=2**-4, clock=sim_clock,
-    )  # fmt: skip
+        sim_clock.workload(2**-9),
+        work_units=4,
+        options={"warmup": 2**-9, "min_run_time": 2**-6, "max_run_time": 2**-4, "clock": sim_clock},
+    )
     assert report.latency is not None
     assert report.latency.throughput.value == 4 / 2**-9  # 4 units per 2**-9 s = 2048 /s

@@ -36,10 +36,7 @@ def test_injected_clock_gives_exact_statistics() -> None:
         workload,
         work_units=32,
         unit="samples",
-        warmup=2**-4,
-        min_run_time=2**-4,
-        min_block_time=2**-7,
-        clock=clock,
+        options={"warmup": 2**-4, "min_run_time": 2**-4, "min_block_time": 2**-7, "clock": clock},
     )
     lat = report.latency
     assert lat is not None and lat.stats is not None
@@ -72,11 +69,13 @@ def test_noisy_workload_gets_a_diagnostic() -> None:
 
     report = measure_latency(
         workload,
-        warmup=0.0,
-        min_run_time=0.05,
-        max_run_time=0.1,
-        min_block_time=0.0,
-        clock=clock,
+        options={
+            "warmup": 0.0,
+            "min_run_time": 0.05,
+            "max_run_time": 0.1,
+            "min_block_time": 0.0,
+            "clock": clock,
+        },
     )
     assert report.latency is not None and report.latency.stats is not None
     assert report.latency.stats.stop_reason == "max_run_time"
@@ -104,7 +103,8 @@ def test_noisy_2ms_median_within_1_percent(sim_clock: SimulatedClock) -> None:
     # several calls, so the median block lies inside [1.9, 2.1] ms and, for a symmetric
     # noise, within 1% of 2 ms
     report = measure_latency(
-        sim_clock.workload(0.002, noise=0.05, seed=3), min_run_time=0.15, clock=sim_clock
+        sim_clock.workload(0.002, noise=0.05, seed=3),
+        options={"min_run_time": 0.15, "clock": sim_clock},
     )
     assert report.latency is not None and report.latency.warmed.value is not None
     assert report.latency.warmed.value == pytest.approx(0.002, rel=0.01)
@@ -119,7 +119,10 @@ def test_first_call_cost_shows_only_in_first_call(sim_clock: SimulatedClock) -> 
             sim_clock.now += 0.020  # lazy initialisation on the first call only
         sim_clock.now += 0.001
 
-    report = measure_latency(workload, warmup=0.02, min_run_time=0.1, clock=sim_clock)
+    report = measure_latency(
+        workload,
+        options={"warmup": 0.02, "min_run_time": 0.1, "clock": sim_clock},
+    )
     lat = report.latency
     assert lat is not None and lat.first_call.value is not None and lat.warmed.value is not None
     assert lat.first_call.value == pytest.approx(0.021)  # 20 ms initialisation + 1 ms call
@@ -129,7 +132,10 @@ def test_first_call_cost_shows_only_in_first_call(sim_clock: SimulatedClock) -> 
 
 def test_threads_recorded_not_changed() -> None:
     before = (torch.get_num_threads(), torch.get_num_interop_threads())
-    report = measure_latency(lambda: None, warmup=0.0, min_run_time=0.01, max_run_time=0.05)
+    report = measure_latency(
+        lambda: None,
+        options={"warmup": 0.0, "min_run_time": 0.01, "max_run_time": 0.05},
+    )
     assert (torch.get_num_threads(), torch.get_num_interop_threads()) == before
     assert (report.execution.num_threads, report.execution.num_interop_threads) == before
     assert report.latency is not None and report.latency.synchronized is False
@@ -141,10 +147,10 @@ def test_threads_recorded_not_changed() -> None:
         ({"work_units": 0}, ValueError, "work_units"),
         ({"work_units": "8"}, TypeError, "work_units"),
         ({"unit": ""}, ValueError, "unit"),
-        ({"warmup": -1.0}, ValueError, "warmup"),
-        ({"min_run_time": 1.0, "max_run_time": 0.5}, ValueError, "max_run_time"),
-        ({"clock": 3}, TypeError, "clock"),
-        ({"min_blocks": 0}, ValueError, "min_blocks"),
+        ({"options": {"warmup": -1.0}}, ValueError, "warmup"),
+        ({"options": {"min_run_time": 1.0, "max_run_time": 0.5}}, ValueError, "max_run_time"),
+        ({"options": {"clock": 3}}, TypeError, "clock"),
+        ({"options": {"min_blocks": 0}}, ValueError, "min_blocks"),
     ],
 )
 def test_bad_arguments_refused_before_any_call(
@@ -169,7 +175,11 @@ def test_cuda_timing_is_synchronized() -> None:
     def workload() -> None:
         a @ a
 
-    report = measure_latency(workload, device="cuda", min_run_time=0.1, max_run_time=0.5)
+    report = measure_latency(
+        workload,
+        device="cuda",
+        options={"min_run_time": 0.1, "max_run_time": 0.5},
+    )
     lat = report.latency
     assert lat is not None and lat.synchronized and lat.warmed.method == "wall_clock_synchronized"
     # 2 * 2048**3 = 17.2 GFLOP per call; a GPU cannot do it in under 10 us, so an
@@ -181,7 +191,10 @@ def test_cuda_timing_is_synchronized() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
 def test_cuda_work_timed_as_cpu_is_flagged() -> None:
     x = torch.randn(256, 256, device="cuda")
-    report = measure_latency(lambda: x @ x, min_run_time=0.01)  # device=None: the CPU
+    report = measure_latency(
+        lambda: x @ x,
+        options={"min_run_time": 0.01},
+    )  # device=None: the CPU
     assert "accelerator_not_synchronized" in [d.code for d in report.diagnostics]
 
 
@@ -189,7 +202,8 @@ def test_one_block_longer_than_max_run_time_is_too_few_blocks(sim_clock: Simulat
     # each call costs 0.2 s, max_run_time 0.1 s: the first block already spends the budget,
     # so 1 block < min_blocks 7; its median is kept but its spread is not judged
     report = measure_latency(
-        sim_clock.workload(0.2), warmup=0.0, min_run_time=0.05, max_run_time=0.1, clock=sim_clock
+        sim_clock.workload(0.2),
+        options={"warmup": 0.0, "min_run_time": 0.05, "max_run_time": 0.1, "clock": sim_clock},
     )
     lat = report.latency
     assert lat is not None and lat.stats is not None
@@ -204,7 +218,8 @@ def test_clock_that_does_not_advance_does_not_hang() -> None:
     # the injected clock never moves, so max_run_time is never reached on it; the
     # wall-clock backstop (time.monotonic, 2 x (0 + 0.05) + 1 = 1.1 s) ends the timing
     report = measure_latency(
-        lambda: None, warmup=0.0, min_run_time=0.01, max_run_time=0.05, clock=lambda: 0.0
+        lambda: None,
+        options={"warmup": 0.0, "min_run_time": 0.01, "max_run_time": 0.05, "clock": lambda: 0.0},
     )
     lat = report.latency
     assert lat is not None and lat.stats is not None
@@ -222,12 +237,13 @@ def test_non_finite_block_times_are_refused(bad: float) -> None:
         return next(reads, bad)  # 1 ms steps for 40 reads, then nan / inf
 
     with pytest.raises(ValueError, match="finite, non-decreasing seconds"):
-        measure_latency(lambda: None, warmup=0.0, min_run_time=0.01, max_run_time=0.05, clock=clock)
+        measure_latency(
+            lambda: None,
+            options={"warmup": 0.0, "min_run_time": 0.01, "max_run_time": 0.05, "clock": clock},
+        )
 
 
 def test_latency_options_validated_once_with_defaults_once() -> None:
-    from torchscan_stages.compare import benchmarks
-    from torchscan_stages.measure import latency
     from torchscan_stages.measure.latency_options import (
         COMPARE_DEFAULTS,
         MEASURE_DEFAULTS,
@@ -235,7 +251,6 @@ def test_latency_options_validated_once_with_defaults_once() -> None:
     )
 
     # one warm-up default for both entry points (it used to be 0.02 s here and 0.1 s there)
-    assert latency.DEFAULT_WARMUP_S == benchmarks.DEFAULT_WARMUP_S == MEASURE_DEFAULTS.warmup
     assert COMPARE_DEFAULTS.warmup == MEASURE_DEFAULTS.warmup
     with pytest.raises(ValueError, match="max_run_time"):
         LatencyOptions(max_run_time=math.inf)
@@ -321,7 +336,9 @@ def test_generator_workload_gets_lazy_output_and_no_throughput(sim_clock: Simula
         return (torch.ones(1) for _ in range(1))
 
     report = measure_latency(
-        lazy, work_units=32, warmup=0.0, min_run_time=2**-6, max_run_time=2**-4, clock=sim_clock
+        lazy,
+        work_units=32,
+        options={"warmup": 0.0, "min_run_time": 2**-6, "max_run_time": 2**-4, "clock": sim_clock},
     )
     lat = report.latency
     assert lat is not None
@@ -342,7 +359,9 @@ def test_empty_batch_is_not_complete_throughput(sim_clock: SimulatedClock) -> No
         return model(x)
 
     report = measure_latency(
-        empty, work_units=32, warmup=2**-9, min_run_time=2**-6, max_run_time=2**-4, clock=sim_clock
+        empty,
+        work_units=32,
+        options={"warmup": 2**-9, "min_run_time": 2**-6, "max_run_time": 2**-4, "clock": sim_clock},
     )
     lat = report.latency
     assert lat is not None
@@ -363,10 +382,21 @@ def test_non_empty_batch_keeps_its_throughput(sim_clock: SimulatedClock) -> None
         return model(x)
 
     report = measure_latency(
-        full, work_units=32, warmup=2**-9, min_run_time=2**-6, max_run_time=2**-4, clock=sim_clock
+        full,
+        work_units=32,
+        options={"warmup": 2**-9, "min_run_time": 2**-6, "max_run_time": 2**-4, "clock": sim_clock},
     )
     lat = report.latency
     assert lat is not None
     # 32 samples / 2**-9 s = 16384 samples/s
     assert lat.throughput.status == "complete" and lat.throughput.value == 16384
     assert "empty_work" not in [d.code for d in report.diagnostics]
+
+
+def test_a_former_flat_keyword_names_its_new_spelling() -> None:
+    calls: list[int] = []
+    with pytest.raises(TypeError, match=r"measure_latency\(warmup=\.\.\.\) moved into options="):
+        measure_latency(lambda: calls.append(1), warmup=0.1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"options=LatencyOptions\(clock=\.\.\.\)"):
+        measure_latency(lambda: calls.append(1), clock=lambda: 0.0)  # type: ignore[call-arg]
+    assert calls == []  # refused before any call

@@ -128,7 +128,10 @@ def test_old_host_sections_still_load_and_new_ones_round_trip() -> None:
 
 
 def test_the_page_shows_the_host_pressure(sim_clock: SimulatedClock) -> None:
-    report = measure_latency(sim_clock.workload(1e-3), clock=sim_clock, max_run_time=0.1)
+    report = measure_latency(
+        sim_clock.workload(1e-3),
+        options={"clock": sim_clock, "max_run_time": 0.1},
+    )
     host = HostState(
         logical_cpus=2,
         load_average_start=[26.0, 25.0, 20.0],

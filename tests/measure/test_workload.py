@@ -41,7 +41,7 @@ def test_selected_passes_and_calls_are_recorded() -> None:
         name="mm",
         file=out,
         progress=progress,
-        latency_options=FAST,
+        options=FAST,
         precision="float32",
         training=False,
     )
@@ -65,7 +65,7 @@ def test_selected_passes_and_calls_are_recorded() -> None:
 
 def test_silent_progress_and_default_stdout(capsys: pytest.CaptureFixture[str]) -> None:
     _, workload = _matmul_workload()
-    measure_workload(workload, flops=False, memory=False, latency_options=FAST, progress=False)
+    measure_workload(workload, flops=False, memory=False, options=FAST, progress=False)
     captured = capsys.readouterr()
     assert "warmed latency (median)" in captured.out
     assert "[measure_workload]" not in captured.err
@@ -118,7 +118,7 @@ def test_partial_and_unavailable_markers_are_visible() -> None:
     [
         ({"flops": "yes"}, TypeError, "flops must be True or False"),
         ({"work_units": -1}, ValueError, "work_units"),
-        ({"latency_options": {"warm": 1}}, ValueError, "unknown key"),
+        ({"options": {"warm": 1}}, ValueError, "unknown key"),
         ({"rss_command": "python -c pass"}, TypeError, "list of strings"),
         ({"device": "cuda:99"}, ValueError, "cuda"),
         ({"progress": 3}, TypeError, "progress"),
@@ -175,7 +175,7 @@ def test_latency_options_object_and_printout_in_human_units(sim_clock: Simulated
         memory=False,
         progress=False,
         file=out,
-        latency_options=LatencyOptions(warmup=0.0, min_run_time=0.05, clock=sim_clock),
+        options=LatencyOptions(warmup=0.0, min_run_time=0.05, clock=sim_clock),
     )
     assert report.latency is not None and report.latency.warmed.value == pytest.approx(2e-3)
     assert report.latency.settings["warmup_s"] == 0.0  # the object's values were used
@@ -189,11 +189,11 @@ def test_run_passes_never_prints_and_needs_the_counter_for_flops(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Below the face the passes return the report only; the FLOP pass needs its counter."""
-    from torchscan_stages.measure.workload import run_passes
+    from torchscan_stages.measure.workload import PassPlan, run_passes
 
     calls, workload = _matmul_workload()
     with pytest.raises(ValueError, match="needs count_flops"):
-        run_passes(workload, memory=False, latency=False, progress=False)
+        run_passes(workload, PassPlan(memory=False, latency=False), progress=False)
     assert calls == []  # refused before any call
-    report = run_passes(workload, flops=False, latency=False, progress=False)
+    report = run_passes(workload, PassPlan(flops=False, latency=False), progress=False)
     assert report.memory is not None and capsys.readouterr().out == ""

@@ -7,11 +7,14 @@ which is DVC's own rerun decision for a stage whose params or dependency files c
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
+from pipeline_children import BIN, dvc_env
 from pipeline_repo import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +60,19 @@ def readme_commit_block() -> str:
 
 
 def commit_as_the_readme_says(repo: Path) -> None:
-    run(repo, "bash", "-euo", "pipefail", "-c", readme_commit_block())
+    """The README's block as a user runs it after `make main`: a new shell from the clone's
+    root, the venv at `.venv` (here a link to the tests' venv, excluded from git) and not on
+    PATH, so a bare `dvc` in the block would fail as it does for a newcomer."""
+    venv = repo / ".venv"
+    if not venv.exists():
+        venv.symlink_to(Path(sys.prefix), target_is_directory=True)
+        with (repo / ".git" / "info" / "exclude").open("a", encoding="utf-8") as exclude:
+            exclude.write("\n/.venv\n")
+    env = dvc_env()
+    env["PATH"] = os.pathsep.join(
+        part for part in env["PATH"].split(os.pathsep) if Path(part) != BIN
+    )
+    run(repo, "bash", "-euo", "pipefail", "-c", readme_commit_block(), env=env)
 
 
 def changed_stages(repo: Path) -> set[str]:

@@ -26,7 +26,7 @@ def test_the_recipe_adds_exactly_the_pipelines_files_never_conf() -> None:
     assert recipe_lines() == [
         "git add dvc.lock params.yaml metrics plots reports/.gitignore",
         'git commit -m "Reproduce the pipeline"',
-        "dvc push",
+        ".venv/bin/dvc push",  # runs as printed in a new shell: no venv on PATH there
     ]
 
 

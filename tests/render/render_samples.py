@@ -45,6 +45,14 @@ from torchscan_stages.report import (
     RuntimeState,
     ValueMeta,
 )
+from torchscan_stages.report.history import (
+    HistoryCommit,
+    HistoryPoint,
+    HistoryReport,
+    HistorySegment,
+    HistorySeries,
+    HistoryStep,
+)
 
 EVIL = "<script>alert(1)</script>"
 MF = {"unit": "FLOPs", "scope": "forward", "method": "module_formula"}
@@ -678,4 +686,52 @@ def prediction_report(*, partial: bool = False) -> PredictionReport:
         ]
         if partial
         else [],
+    )
+
+
+def history_report() -> HistoryReport:
+    """Four commits: a clean 10 ms, 10 ms, then x1.3 (13 ms, 13 ms); one confident step
+    between commits 1 and 2 (the ratio 13 / 10 = 1.3), a subject that must stay text."""
+    shas = [f"{i:040x}" for i in range(1, 5)]
+    points = [
+        HistoryPoint(commit=sha, index=i, status="complete", value=0.010 if i < 2 else 0.013,
+                     clean=True)
+        for i, sha in enumerate(shas)
+    ]  # fmt: skip
+    step = HistoryStep(
+        metric="latency/warmed_median_s",
+        segment=0,
+        before=shas[1],
+        after=shas[2],
+        commits=[shas[2]],
+        single_commit=True,
+        ratio=1.3,
+        ci_low=1.25,
+        ci_high=1.35,
+        confidence=0.99,
+        direction="increased",
+        worse=True,
+    )
+    return HistoryReport(
+        provenance=provenance(stage="history"),
+        repo="/work/repo",
+        rev_range="HEAD",
+        commits=[
+            HistoryCommit(
+                sha=sha, time=1_700_000_000 + 60 * i, subject=EVIL if i == 3 else f"commit {i}"
+            )
+            for i, sha in enumerate(shas)
+        ],
+        series=[
+            HistorySeries(
+                metric="latency/warmed_median_s",
+                stage="latency",
+                name="warmed_median_s",
+                unit="s",
+                points=points,
+                segments=[HistorySegment(start=0, stop=4)],
+                steps=[step],
+            )
+        ],
+        steps=[step],
     )

@@ -19,7 +19,8 @@ from torchscan_stages.report import BenchmarkReport
 def _one_block(sim_clock: SimulatedClock) -> BenchmarkReport:
     # each call costs 0.2 s and max_run_time is 0.1 s: one block, fewer than min_blocks
     return measure_latency(
-        sim_clock.workload(0.2), warmup=0.0, min_run_time=0.05, max_run_time=0.1, clock=sim_clock
+        sim_clock.workload(0.2),
+        options={"warmup": 0.0, "min_run_time": 0.05, "max_run_time": 0.1, "clock": sim_clock},
     )
 
 
@@ -31,7 +32,8 @@ def _minimum(report: BenchmarkReport) -> int:
 def _steady(sim_clock: SimulatedClock) -> BenchmarkReport:
     # 1 ms per call, 0.5 s of timing: many blocks, IQR 0 on an exact clock, no warning
     return measure_latency(
-        sim_clock.workload(0.001), warmup=0.0, min_run_time=0.5, max_run_time=1.0, clock=sim_clock
+        sim_clock.workload(0.001),
+        options={"warmup": 0.0, "min_run_time": 0.5, "max_run_time": 1.0, "clock": sim_clock},
     )
 
 
@@ -51,7 +53,8 @@ def test_one_block_is_complete_with_warnings_on_the_stage_line(sim_clock: Simula
 def test_a_backstop_is_named_too() -> None:
     # a clock that never moves: the wall-clock backstop ends the timing
     report = measure_latency(
-        lambda: None, warmup=0.0, min_run_time=0.01, max_run_time=0.05, clock=lambda: 0.0
+        lambda: None,
+        options={"warmup": 0.0, "min_run_time": 0.01, "max_run_time": 0.05, "clock": lambda: 0.0},
     )
     assert "stopped by the timing backstop" in latency_caveats(report)
 

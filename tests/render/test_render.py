@@ -26,6 +26,7 @@ ALL: dict[str, Callable[[], AnyReport]] = {
     "report_diff": samples.report_diff,
     "benchmark_comparison": samples.comparison,
     "prediction": samples.prediction_report,
+    "history": samples.history_report,
 }
 # any URL-bearing reference to a resource: src/href/url()/@import/srcset/<link>
 RESOURCE = re.compile(

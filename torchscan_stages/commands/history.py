@@ -7,8 +7,10 @@ segment, prints them, and writes ``--json`` (the history report) and ``--html`` 
 
 Exit status: 0 done (no gate failure; bisect: a commit named); 1 ``--min-effect`` is set
 and a confident step in a metric's bad direction lies beyond it (the gate), or a bisect
-stage run failed; 2 bad arguments, an unknown revision or not a git repository;
-3 bisect inconclusive (the noise cannot separate the commits).
+stage run failed; 2 bad arguments (naming the argument, path or revision: a range starting
+with ``-``, an unknown revision or metric, no such repository, one path for two outputs,
+an output that cannot be written); 3 bisect inconclusive (the noise cannot separate the
+commits). A suspect step (resting on warned points) is printed, never gated.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 EXIT_GATE = 1
 EXIT_USAGE = 2
@@ -28,8 +31,15 @@ def _parser() -> argparse.ArgumentParser:
         description="Committed flat metrics over git history: steps, a JSON report, a page.",
     )
     parser.add_argument("rev_range", nargs="?", default=None, metavar="REV_RANGE",
-                        help="what `git log` takes (default: HEAD, first-parent)")  # fmt: skip
+                        help="what `git log` takes (default: the commits that carry results, "
+                        "first-parent)")  # fmt: skip
     parser.add_argument("--limit", type=int, default=200, help="newest N commits (200)")
+    parser.add_argument("--all", action="store_true", dest="whole",
+                        help="without REV_RANGE: every commit up to --limit, not only those "
+                        "that carry results")  # fmt: skip
+    parser.add_argument("--max-file-mb", type=float, default=None, metavar="MB",
+                        help="size cap on one committed metrics file (default 4, or "
+                        "TORCHSCAN_STAGES_MAX_METRICS_MB)")  # fmt: skip
     parser.add_argument("--repo", type=Path, default=Path("."), help="the git repository (.)")
     parser.add_argument("--json", type=Path, default=None, metavar="OUT.json")
     parser.add_argument("--html", type=Path, default=None, metavar="OUT.html")
@@ -38,7 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-reports", action="store_true",
                         help="flat metrics only: do not read the DVC cache")  # fmt: skip
     parser.add_argument("--bisect", nargs=2, metavar=("GOOD", "BAD"), default=None)
-    parser.add_argument("--metric", default=None, help="STAGE/NAME or NAME (with --bisect)")
+    parser.add_argument("--metric", default=None, help="STAGE/NAME: only this series "
+                        "(with --bisect: STAGE/NAME or NAME)")  # fmt: skip
     return parser
 
 
@@ -49,7 +60,7 @@ def _fail(message: str, code: int = EXIT_USAGE) -> int:
 
 def _bisect(args: argparse.Namespace) -> int:
     from ..compare.benchmarks import DEFAULT_MIN_EFFECT
-    from ..history.bisect import BisectError, bisect_step
+    from ..history.bisect import BisectError, MetricNameError, bisect_step
 
     if not args.metric:
         return _fail("--bisect needs --metric NAME (STAGE/NAME or a flat metric name)")
@@ -57,6 +68,8 @@ def _bisect(args: argparse.Namespace) -> int:
     try:
         good, bad = args.bisect
         result = bisect_step(args.repo, good, bad, args.metric, min_effect=effect)
+    except MetricNameError as error:
+        return _fail(str(error))
     except BisectError as error:
         return _fail(str(error), EXIT_GATE)
     for probe in result.probes:
@@ -72,6 +85,20 @@ def _bisect(args: argparse.Namespace) -> int:
     return EXIT_INCONCLUSIVE
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Each output a file of its own, checked before any work (ValueError naming it)."""
+    from ..report import check_output_path
+
+    for out, example in ((args.json, "history.json"), (args.html, "history.html")):
+        check_output_path(out, [], example=example)
+    both = args.json is not None and args.html is not None
+    if both and args.json.resolve() == args.html.resolve():
+        raise ValueError(
+            f"--json and --html name the same file {str(args.json)!r}; one path per "
+            "output (such as history.json and history.html)"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     try:
@@ -79,22 +106,37 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0)
     from ..history.gitread import GitError
-    from ..report import check_output_path
 
     if args.limit < 1:
         return _fail(f"--limit must be >= 1, got {args.limit}")
     if args.min_effect is not None and not 0.0 <= args.min_effect < 1.0:
         return _fail(f"--min-effect must be in [0, 1), got {args.min_effect}")
+    if args.max_file_mb is not None and not 0.0 < args.max_file_mb < float("inf"):
+        return _fail(f"--max-file-mb must be a size > 0 in MiB, got {args.max_file_mb}")
     try:
-        for out, example in ((args.json, "history.json"), (args.html, "history.html")):
-            check_output_path(out, [], example=example)
+        _check_outputs(args)
         if args.bisect:
             return _bisect(args)
         return _history(args)
     except (GitError, ValueError) as error:
         return _fail(str(error))
-    except OSError as error:
-        return _fail(f"cannot write output: {error.strerror or error}", EXIT_GATE)
+
+
+def _print_steps(steps: list[Any]) -> None:
+    for step in steps:
+        where = step.after[:10] if step.single_commit else f"{step.before[:10]}..{step.after[:10]}"
+        hint = "" if step.single_commit else ", bisect to narrow"
+        line = (f"{step.metric}: {step.direction} x{step.ratio:.4g} "
+                f"[{step.ci_low:.4g}, {step.ci_high:.4g}] in {where} "
+                f"({len(step.commits)} commit(s){hint})")  # fmt: skip
+        if not step.suspect:
+            print(f"  {line}")
+            continue
+        warned = ", ".join(c[:10] for c in step.rests_on[:6])
+        more = f" (+{len(step.rests_on) - 6})" if len(step.rests_on) > 6 else ""
+        print(f"  suspect: needs a quiet rerun: {line}; rests on weak point(s) at "
+              f"{warned}{more} ({', '.join(step.warnings)})")  # fmt: skip
+        print(f"    rerun: {step.rerun}")
 
 
 def _history(args: argparse.Namespace) -> int:
@@ -105,25 +147,41 @@ def _history(args: argparse.Namespace) -> int:
         read_history,
         write_history_json,
     )
-    from ..render.history_view import history_page
+    from ..render import render_report
     from ..report import atomic_write_text
 
-    history = read_history(args.repo, args.rev_range, args.limit, reports=not args.no_reports)
+    history = read_history(args.repo, args.rev_range, args.limit, reports=not args.no_reports,
+                           whole=args.whole, max_file_mb=args.max_file_mb)  # fmt: skip
+    if args.metric is not None:
+        known = [s.metric for s in history.series]
+        if args.metric not in known:
+            shown = ", ".join(known[:8]) + (" ..." if len(known) > 8 else "")
+            raise ValueError(f"--metric {args.metric!r}: no such series in these commits "
+                             f"(STAGE/NAME; there are: {shown or 'none'})")  # fmt: skip
+        history.series = [s for s in history.series if s.metric == args.metric]
     steps = detect_steps(history, min_effect=args.min_effect)
-    settings = {"limit": args.limit, "min_effect": args.min_effect, "reports": not args.no_reports}
+    settings = {"limit": args.limit, "min_effect": args.min_effect, "reports": not args.no_reports,
+                "all": args.whole}  # fmt: skip
     document = history_document(history, steps, settings)
-    if args.json is not None:
-        write_history_json(document, args.json)
-    if args.html is not None:
-        atomic_write_text(args.html, history_page(document))
+    for flag, path, write in (
+        ("--json", args.json, lambda p: write_history_json(document, p)),
+        ("--html", args.html, lambda p: atomic_write_text(p, render_report(document))),
+    ):
+        if path is None:
+            continue
+        try:
+            write(path)
+        except OSError as error:  # named by the argument, never by its temporary file
+            raise ValueError(
+                f"cannot write {flag} {str(path)!r}: {error.strerror or error}"
+            ) from None
+    confident = [s for s in steps if not s.suspect]
     print(f"history {history.rev_range}: {len(history.commits)} commits, "
-          f"{len(history.series)} series, {len(steps)} confident step(s)")  # fmt: skip
-    for step in steps:
-        where = step.after[:10] if step.single_commit else f"{step.before[:10]}..{step.after[:10]}"
-        hint = "" if step.single_commit else ", bisect to narrow"
-        print(f"  {step.metric}: {step.direction} x{step.ratio:.4g} "
-              f"[{step.ci_low:.4g}, {step.ci_high:.4g}] in {where} "
-              f"({len(step.commits)} commit(s){hint})")  # fmt: skip
+          f"{len(history.series)} series, {len(confident)} confident step(s), "
+          f"{len(steps) - len(confident)} suspect")  # fmt: skip
+    if history.range_note:
+        print(f"  range: {history.range_note}")
+    _print_steps(steps)
     failed = gate_failures(steps)
     if failed:
         print(f"gate: {len(failed)} confident step(s) beyond the minimum effect "

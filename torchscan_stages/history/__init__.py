@@ -2,9 +2,11 @@
 
 Sits beside the pipeline on top of the layers (it may import pipeline, render, report):
 ``read_history`` reads every commit's metrics straight from git objects (and the full
-reports from the DVC cache where present), ``detect_steps`` fits weighted steps per
-comparable segment, ``history_document`` / ``write_history_json`` / ``write_history_page``
-write the report and its page, and ``bisect_step`` narrows a step to one commit.
+reports from the DVC cache where present, the evidence sidecars beside them), and
+``detect_steps`` fits weighted steps per comparable segment: confident on clean points,
+suspect where only weak ones show a step. ``history_document`` builds the ``history``
+report kind and ``write_history_json`` saves it (``render_report`` draws its page), and
+``bisect_step`` narrows a step to one commit.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from ..report import BenchmarkReport, load_report, save_report
 from .cache import ReportCache, cache_dir, metric_result
 from .gitread import GitError, ObjectReader, commits_between, resolve
 from .lockfile import checkable_deps, parse_lock, stale_deps
+from .metricsfile import EVIDENCE_SUFFIX, file_byte_limit, parse_metrics
 
 Measure = Callable[[str], Any]  # commit -> the stage's report measured at that commit
 CHANGED = {"slower", "faster", "increased", "decreased"}
@@ -60,6 +61,10 @@ class BisectError(RuntimeError):
     """The metric or stage could not be resolved, or a stage run failed (named)."""
 
 
+class MetricNameError(BisectError, ValueError):
+    """The metric named is not one of BAD's committed metrics (a bad argument: exit 2)."""
+
+
 _LATENCY_DELTA = {"warmed_median_s": "latency.warmed", "throughput_per_s": "throughput"}
 
 
@@ -88,19 +93,36 @@ def verdict(before: Any, after: Any, name: str, min_effect: float) -> tuple[str,
 
 
 def stage_of_metric(repo: Path, rev: str, metric: str) -> tuple[str, str]:
-    """("stage", "name") of ``STAGE/NAME`` or of a bare NAME found in metrics/ at ``rev``."""
-    if "/" in metric:
-        stage, name = metric.split("/", 1)
-        return stage, name
+    """("stage", "name") of ``STAGE/NAME`` or of a bare NAME found in metrics/ at ``rev``;
+    MetricNameError naming the metric and the revision when ``rev`` does not hold it."""
     reader = ObjectReader(repo)
     files = reader.file_names([f"{rev}:metrics"])[f"{rev}:metrics"]
-    blobs = reader.read_many(f"{rev}:metrics/{f}" for f in files if f.endswith(".json"))
-    found = [k.rsplit("/", 1)[-1].removesuffix(".json") for k, v in blobs.items()
-             if v is not None and f'"{metric}"'.encode() in v]  # fmt: skip
+    stems = [f.removesuffix(".json") for f in files
+             if f.endswith(".json") and not f.endswith(EVIDENCE_SUFFIX)]  # fmt: skip
+    blobs = reader.read_many(
+        (f"{rev}:metrics/{s}.json" for s in stems), max_bytes=file_byte_limit()
+    )
+    held = {s: parse_metrics(b).series_names for s in stems
+            if (b := blobs[f"{rev}:metrics/{s}.json"]) is not None}  # fmt: skip
+    if "/" in metric:
+        stage, name = metric.split("/", 1)
+        if name not in held.get(stage, []):
+            raise MetricNameError(
+                f"--metric {metric!r}: metrics/{stage}.json at {rev[:10]} has no {name!r} "
+                f"(name it STAGE/NAME, such as {_example(held)})"
+            )
+        return stage, name
+    found = sorted(stage for stage, names in held.items() if metric in names)
     if len(found) != 1:
         where = ", ".join(found) or "none of metrics/*.json"
-        raise BisectError(f"metric {metric!r} at {rev[:10]}: found in {where}; name it STAGE/NAME")
+        raise MetricNameError(
+            f"--metric {metric!r} at {rev[:10]}: found in {where}; name it STAGE/NAME"
+        )
     return found[0], metric
+
+
+def _example(held: dict[str, list[str]]) -> str:
+    return next((f"{s}/{n}" for s, names in sorted(held.items()) for n in names), "latency/NAME")
 
 
 def cached_report(repo: Path, commit: str, stage: str, cache: ReportCache) -> Any:
@@ -210,4 +232,12 @@ def bisect_step(
     return BisectResult(label, "found", chain[lo], chain[hi], direction, reason, probes)
 
 
-__all__ = ["BisectError", "BisectResult", "Probe", "bisect_step", "verdict", "worktree_measure"]
+__all__ = [
+    "BisectError",
+    "BisectResult",
+    "MetricNameError",
+    "Probe",
+    "bisect_step",
+    "verdict",
+    "worktree_measure",
+]

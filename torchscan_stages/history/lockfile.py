@@ -34,7 +34,7 @@ def _load_yaml(data: bytes | None) -> dict[str, Any]:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         document = yaml.load(data, Loader=loader)  # a safe loader (C when built)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError, ValueError):  # damaged, too deep: as if absent
         return {}
     return document if isinstance(document, dict) else {}
 
@@ -60,19 +60,24 @@ def comparability(params: dict[str, Any], env: str | None) -> tuple[tuple[str, s
     return tuple((name, values[name]) for name in KEY_FIELDS)
 
 
+def _files(entries: Any) -> dict[str, str]:
+    """``path -> md5`` of a dvc.lock deps/outs list (anything else: none)."""
+    if not isinstance(entries, list):
+        return {}
+    return {str(e.get("path")): str(e.get("md5")) for e in entries if isinstance(e, dict)}
+
+
 def parse_lock(lock: bytes | None, params_yaml: bytes | None) -> dict[str, StageLock]:
     """Every stage of a dvc.lock; stages it lacks read params.yaml (env unknown: ``?``)."""
     stages: dict[str, StageLock] = {}
-    document = _load_yaml(lock)
-    for name, entry in (document.get("stages") or {}).items():
+    listed = _load_yaml(lock).get("stages")
+    for name, entry in (listed if isinstance(listed, dict) else {}).items():
         if not isinstance(entry, dict):
-            continue
-        deps = {str(d.get("path")): str(d.get("md5")) for d in entry.get("deps") or []
-                if isinstance(d, dict)}  # fmt: skip
-        outs = {str(o.get("path")): str(o.get("md5")) for o in entry.get("outs") or []
-                if isinstance(o, dict)}  # fmt: skip
+            continue  # a damaged entry: that stage falls back to params.yaml
+        deps, outs = _files(entry.get("deps")), _files(entry.get("outs"))
+        sections = entry.get("params")
         params: dict[str, Any] = {}
-        for section in (entry.get("params") or {}).values():
+        for section in (sections if isinstance(sections, dict) else {}).values():
             if isinstance(section, dict):
                 params.update(section)
         stages[str(name)] = StageLock(comparability(params, deps.get(ENV_REPORT)), deps, outs)

@@ -11,34 +11,26 @@ new one, marked with what changed, and no step is ever fitted across it.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from ..report import Status
-from .cache import INTERVAL_METRICS, ReportCache, metric_result, reason, report_interval
-from .gitread import DEFAULT_LIMIT, Commit, ObjectReader, list_commits
+from .cache import ReportCache
+from .gitread import DEFAULT_LIMIT, Commit, ObjectReader, check_repo, list_commits
 from .lockfile import StageLock, checkable_deps, parse_lock, stale_deps
+from .metricsfile import (
+    EVIDENCE_SUFFIX,
+    Evidence,
+    MetricsFile,
+    file_byte_limit,
+    parse_evidence,
+    parse_metrics,
+    too_large,
+    unit_of,
+)
+from .points import METRICS_DIR, Held, Point, make_point
 
-METRICS_DIR = "metrics"
-_OWNER_SUFFIXES = ("_budget", "_within_budget")  # the owner's settings, not measurements
-
-
-@dataclass(slots=True)
-class Point:
-    """One metric at one commit. ``value`` is the complete value or a partial lower bound."""
-
-    commit: str
-    index: int  # position of the commit in History.commits
-    status: Status
-    value: float | None = None
-    low: float | None = None  # the point's own interval, where known
-    high: float | None = None
-    interval: str | None = None  # how the interval was obtained
-    note: str | None = None  # why partial / unavailable
-    key: tuple[tuple[str, str], ...] | None = None
+DEFAULT_RESULTS_FALLBACK = 50  # commits shown by default when none carries results
 
 
 @dataclass(slots=True)
@@ -69,66 +61,74 @@ class History:
     commits: list[Commit]
     series: list[Series]
     reports_read: int = 0
+    range_note: str | None = None  # how a default range was chosen (printed by the CLI)
 
 
-def unit_of(name: str) -> str:
-    """The unit a flat metric name states by its suffix (the pipeline's naming)."""
-    for suffix, unit in (("_per_s", "/s"), ("_bytes", "B"), ("_s", "s"), ("flops", "FLOPs")):
-        if name.endswith(suffix):
-            return unit
-    return ""
-
-
-@dataclass(slots=True)
-class _Commit:
-    """What one commit holds: its stages' locks and flat metrics, and its dep blobs."""
-
-    locks: dict[str, StageLock]
-    metrics: dict[str, dict[str, float] | None]  # stage -> flat numbers (None: no file)
-    stale: dict[str, list[str]]  # stage -> file deps that changed since the measurement
-
-
-def _numbers(data: bytes | None) -> dict[str, float] | None:
-    if data is None:
-        return None
-    try:
-        document = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return {}
-    if not isinstance(document, dict):
-        return {}
+def _stems(reader: ObjectReader, commits: list[Commit]) -> dict[str, list[str]]:
+    """Each commit's metrics files by stem (``latency`` for metrics/latency.json); the
+    evidence sidecars are not metrics files of their own."""
+    trees = reader.file_names(f"{c.sha}:{METRICS_DIR}" for c in commits)
     return {
-        str(k): float(v)
-        for k, v in document.items()
-        if isinstance(v, int | float)
-        and not isinstance(v, bool)
-        and not k.endswith(_OWNER_SUFFIXES)
+        c.sha: sorted(
+            n.removesuffix(".json")
+            for n in trees[f"{c.sha}:{METRICS_DIR}"]
+            if n.endswith(".json") and not n.endswith(EVIDENCE_SUFFIX)
+        )
+        for c in commits
     }
 
 
-def _read_commits(repo: Path, commits: list[Commit]) -> list[_Commit]:
-    reader = ObjectReader(repo)
-    trees = reader.file_names(f"{c.sha}:{METRICS_DIR}" for c in commits)
-    names = {c.sha: sorted(n for n in trees[f"{c.sha}:{METRICS_DIR}"] if n.endswith(".json"))
-             for c in commits}  # fmt: skip
-    requests = [f"{c.sha}:{METRICS_DIR}/{n}" for c in commits for n in names[c.sha]]
-    requests += [f"{c.sha}:{f}" for c in commits for f in ("dvc.lock", "params.yaml")]
-    blobs = reader.read_many(requests)
-    parsed_locks: dict[tuple[bytes | None, bytes | None], dict[str, StageLock]] = {}
-    parsed: dict[bytes, dict[str, float] | None] = {}
-    out: list[_Commit] = []
+class _Parsed:
+    """Blobs parsed once each, whatever the number of commits sharing them."""
+
+    def __init__(self, reader: ObjectReader, cap: int) -> None:
+        self.reader, self.cap = reader, cap
+        self.metrics: dict[bytes, MetricsFile] = {}
+        self.evidence: dict[bytes, Evidence] = {}
+        self.locks: dict[tuple[bytes | None, bytes | None], dict[str, StageLock]] = {}
+
+    def oversized(self, request: str) -> str | None:
+        size = self.reader.size(request)
+        return too_large(size, self.cap) if size is not None and size > self.cap else None
+
+    def metrics_file(self, request: str, data: bytes | None) -> MetricsFile | None:
+        if data is None:
+            refused = self.oversized(request)
+            return MetricsFile(error=refused) if refused else None
+        if data not in self.metrics:
+            self.metrics[data] = parse_metrics(data)
+        return self.metrics[data]
+
+    def sidecar(self, request: str, data: bytes | None) -> Evidence:
+        if data is None:
+            refused = self.oversized(request)
+            return Evidence(None, refused) if refused else Evidence(None)
+        if data not in self.evidence:
+            self.evidence[data] = parse_evidence(data)
+        return self.evidence[data]
+
+
+def _read_commits(
+    reader: ObjectReader, commits: list[Commit], stems: dict[str, list[str]], cap: int
+) -> list[Held]:
+    requests = [f"{c.sha}:{f}" for c in commits for f in ("dvc.lock", "params.yaml")]
+    requests += [f"{c.sha}:{METRICS_DIR}/{n}{s}" for c in commits for n in stems[c.sha]
+                 for s in (".json", EVIDENCE_SUFFIX)]  # fmt: skip
+    blobs = reader.read_many(requests, max_bytes=cap)
+    parsed = _Parsed(reader, cap)
+    out: list[Held] = []
     for c in commits:
         pair = (blobs[f"{c.sha}:dvc.lock"], blobs[f"{c.sha}:params.yaml"])
-        if pair not in parsed_locks:
-            parsed_locks[pair] = parse_lock(*pair)
-        metrics: dict[str, dict[str, float] | None] = {}
-        for n in names[c.sha]:
-            data = blobs[f"{c.sha}:{METRICS_DIR}/{n}"]
-            key = data or b""
-            if key not in parsed:
-                parsed[key] = _numbers(data)
-            metrics[n.removesuffix(".json")] = parsed[key]
-        out.append(_Commit(parsed_locks[pair], metrics, {}))
+        if pair not in parsed.locks:
+            parsed.locks[pair] = parse_lock(*pair)
+        held = Held(parsed.locks[pair], {}, {})
+        for stem in stems[c.sha]:
+            metrics, sidecar = (
+                f"{c.sha}:{METRICS_DIR}/{stem}{s}" for s in (".json", EVIDENCE_SUFFIX)
+            )
+            held.metrics[stem] = parsed.metrics_file(metrics, blobs[metrics])
+            held.evidence[stem] = parsed.sidecar(sidecar, blobs[sidecar])
+        out.append(held)
     deps = [f"{c.sha}:{p}" for c, held in zip(commits, out, strict=True)
             for lock in held.locks.values() for p in checkable_deps(lock)]  # fmt: skip
     dep_blobs = reader.read_many(deps)
@@ -137,57 +137,6 @@ def _read_commits(repo: Path, commits: list[Commit]) -> list[_Commit]:
             mine = {p: dep_blobs[f"{c.sha}:{p}"] for p in checkable_deps(lock)}
             held.stale[stage] = stale_deps(lock, mine)
     return out
-
-
-def _stage_of(held: _Commit, stem: str) -> str:
-    """The dvc.lock stage that wrote ``metrics/STEM.json`` (the pipeline names it STEM)."""
-    path = f"{METRICS_DIR}/{stem}.json"
-    for stage, lock in held.locks.items():
-        if path in lock.outs:
-            return stage
-    return stem
-
-
-def _point(
-    c: Commit, index: int, held: _Commit, stem: str, name: str, cache: ReportCache | None
-) -> Point:
-    stage = _stage_of(held, stem)
-    lock = held.locks.get(stage) or held.locks[""]
-    point = Point(commit=c.sha, index=index, status="unavailable", key=lock.key)
-    flat = held.metrics.get(stem)
-    if flat is None:  # nothing measured here: no key, so no segment of its own
-        point.note, point.key = f"no {METRICS_DIR}/{stem}.json at this commit", None
-        return point
-    if held.stale.get(stage):
-        changed = ", ".join(held.stale[stage])
-        point.note = f"not measured at this commit: dvc.lock's {changed} is not this commit's"
-        return point
-    md5 = lock.outs.get(f"reports/{stage}.json")
-    if name in flat:
-        point.status, point.value = "complete", flat[name]
-        # only a timing's report adds to a complete value (its interval): a large crawl
-        # report is never loaded for a number the flat metrics already hold
-        wanted = cache is not None and name in INTERVAL_METRICS
-        report = cache.report(md5) if wanted and cache is not None else None
-        bounds = report_interval(report, name, flat[name]) if report is not None else None
-        if bounds is not None:
-            point.low, point.high = bounds
-            point.interval = "95% order-statistic interval of the median of the raw blocks"
-        elif name == "warmed_median_s" and "warmed_iqr_s" in flat:
-            half = flat["warmed_iqr_s"] / 2.0
-            point.low, point.high = flat[name] - half, flat[name] + half
-            point.interval = "median +- IQR/2 of the blocks (flat metrics; no block count)"
-        return point
-    report = cache.report(md5) if cache is not None else None
-    result = metric_result(report, name) if report is not None else None
-    if result is None:
-        why = "the report is not in the DVC cache" if report is None else "the report lacks it"
-        point.note = f"absent from {METRICS_DIR}/{stem}.json; {why}"
-        return point
-    point.status = result.status if result.status != "complete" else "unavailable"
-    point.value = float(result.known_value) if result.known_value is not None else None
-    point.note = reason(report, name) or f"{result.status} in the report"
-    return point
 
 
 def _segments(points: list[Point]) -> list[Segment]:
@@ -209,38 +158,66 @@ def _segments(points: list[Point]) -> list[Segment]:
     return segments
 
 
+def _default_range(commits: list[Commit], stems: dict[str, list[str]]) -> tuple[list[Commit], str]:
+    """The commits that carry results (from the oldest one with a metrics file), or the
+    newest ones when none does: a clone of a project does not chart its development."""
+    carrying = [i for i, c in enumerate(commits) if stems[c.sha]]
+    if carrying:
+        first = carrying[0]
+        kept = commits[first:]
+        note = (f"the {len(kept)} commit(s) since the first that carries results "
+                f"({kept[0].sha[:10]}..{kept[-1].sha[:10]})")  # fmt: skip
+        if first > 0:
+            note += f"; {first} older commit(s) without results left out (--all shows them)"
+        return kept, note
+    kept = commits[-DEFAULT_RESULTS_FALLBACK:]
+    return kept, (f"no commit carries results (metrics/*.json); the last {len(kept)} "
+                  "commit(s) (--all shows every one up to --limit)")  # fmt: skip
+
+
 def read_history(
     repo: str | os.PathLike[str] = ".",
     rev_range: str | None = None,
     limit: int = DEFAULT_LIMIT,
     *,
     reports: bool = True,
+    whole: bool = False,
+    max_file_mb: float | None = None,
 ) -> History:
     """Every committed flat metric at each first-parent commit of ``rev_range``, oldest first.
 
-    ``rev_range`` is anything ``git log`` takes (``main~50..main``, a branch; default
-    ``HEAD``); at most ``limit`` commits, the newest ones. ``reports=False`` skips the DVC
-    cache (flat metrics only: an absent metric is then ``unavailable``). Raises GitError
-    naming the git command when the range or repository is wrong.
+    ``rev_range`` is anything ``git log`` takes (``main~50..main``, a branch; never text
+    starting with ``-``); at most ``limit`` commits, the newest ones. Without a range, the
+    commits that carry results (the oldest with a ``metrics/`` file onwards), or the last
+    50 when none does; ``whole=True`` keeps every commit up to ``limit``. ``reports=False``
+    skips the DVC cache (flat metrics only). A metrics file over ``max_file_mb`` (default
+    ``TORCHSCAN_STAGES_MAX_METRICS_MB`` or 4 MiB) is not read: its points are unavailable.
+    Raises GitError (RevisionError for a bad range or repository) naming what was wrong.
     """
-    root = Path(repo)
+    root = check_repo(repo)
+    cap = file_byte_limit(max_file_mb)
     commits = list_commits(root, rev_range, limit)
-    held = _read_commits(root, commits)
+    reader = ObjectReader(root)
+    stems = _stems(reader, commits)
+    note = None
+    if rev_range is None and not whole:
+        commits, note = _default_range(commits, stems)
+    held = _read_commits(reader, commits, stems, cap)
     cache = ReportCache(root) if reports else None
     names: dict[tuple[str, str], None] = {}
     for h in held:
         for stem, flat in h.metrics.items():
-            for name in flat or {}:
+            for name in flat.series_names if flat is not None else ():
                 names[(stem, name)] = None
     series = []
     for stem, name in sorted(names):
-        points = [_point(c, i, h, stem, name, cache)
+        points = [make_point(c, i, h, stem, name, cache)
                   for i, (c, h) in enumerate(zip(commits, held, strict=True))]  # fmt: skip
         entry = Series(f"{stem}/{name}", stem, name, unit_of(name), points)
         entry.segments = _segments(points)
         series.append(entry)
     loaded = cache.loaded() if cache is not None else 0
-    return History(str(root), rev_range or "HEAD", commits, series, loaded)
+    return History(str(root), rev_range or "HEAD", commits, series, loaded, note)
 
 
 __all__ = ["History", "Point", "Segment", "Series", "read_history", "unit_of"]

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from statistics import NormalDist
 
+_EXP_MAX = 709.0  # math.exp overflows past this: an interval that wide is "unbounded"
+_MAX_RELATIVE = 1e3
 DEFAULT_FLOOR = 0.005  # smallest relative sigma of a point: 0.5%, compare's ci_floor
 DEFAULT_CONFIDENCE = 0.99
 
@@ -134,11 +136,13 @@ def fit_steps(
     if len(values) < 2:
         return []
     y = [math.log(v) for v in values]
+    sigmas = [s if s is not None and math.isfinite(s) else None for s in sigmas]
     stated = [s / v for s, v in zip(sigmas, values, strict=True) if s is not None and s > 0]
     scatter = robust_scatter(y)
     typical = max(sorted(stated)[len(stated) // 2] if stated else 0.0, scatter)
-    relative = [  # a point is never surer than the floor nor than the scatter shows
-        max(s / v if s is not None and s > 0 else typical, scatter, floor)
+    relative = [  # a point is never surer than the floor nor than the scatter shows; a
+        # sigma a thousand times its value says nothing more (and keeps every weight > 0)
+        min(max(s / v if s is not None and s > 0 else typical, scatter, floor), _MAX_RELATIVE)
         for s, v in zip(sigmas, values, strict=True)
     ]
     base = [1.0 / (r * r) for r in relative]
@@ -156,6 +160,11 @@ def fit_steps(
     return _confident(y, w, starts, z, confidence)
 
 
+def _exp(x: float) -> float:
+    """exp that saturates to inf instead of raising (a ratio of 1e-300 to 1e300)."""
+    return math.inf if x > _EXP_MAX else math.exp(x)
+
+
 def _confident(
     y: Sequence[float], w: Sequence[float], starts: list[int], z: float, confidence: float
 ) -> list[FitStep]:
@@ -171,9 +180,9 @@ def _confident(
             step = FitStep(
                 before=starts[i] - 1,
                 after=starts[i],
-                ratio=math.exp(diff),
-                ci_low=math.exp(diff - z * se),
-                ci_high=math.exp(diff + z * se),
+                ratio=_exp(diff),
+                ci_low=_exp(diff - z * se),
+                ci_high=_exp(diff + z * se),
                 confidence=confidence,
             )
             steps.append((abs(diff) / se, step))

@@ -66,6 +66,7 @@ from .latency_options import (
     Clock,
     LatencyOptions,
     Probe,
+    moved_into_options,
     validate_work,
 )
 from .work_probe import WorkProbe
@@ -73,13 +74,6 @@ from .work_probe import WorkProbe
 Progress = Callable[[str], None]
 
 # The defaults live in LatencyOptions; these names stay for code that imported them.
-DEFAULT_WARMUP_S = MEASURE_DEFAULTS.warmup
-DEFAULT_MIN_RUN_TIME_S = MEASURE_DEFAULTS.min_run_time
-DEFAULT_MAX_RUN_TIME_S = MEASURE_DEFAULTS.max_run_time
-DEFAULT_MIN_BLOCK_TIME_S = MEASURE_DEFAULTS.min_block_time
-DEFAULT_MIN_BLOCKS = MEASURE_DEFAULTS.min_blocks
-DEFAULT_TARGET_RELATIVE_IQR = MEASURE_DEFAULTS.target_relative_iqr
-DEFAULT_NOISE_THRESHOLD = MEASURE_DEFAULTS.noise_threshold
 __all__ = ["Clock", "LatencyOptions", "measure_latency"]
 
 
@@ -144,7 +138,7 @@ def calibrate_block(
     sync: Callable[[], None],
     clock: Clock,
     *,
-    min_block_time: float = DEFAULT_MIN_BLOCK_TIME_S,
+    min_block_time: float = MEASURE_DEFAULTS.min_block_time,
     resolution: float | None = None,
     overhead: float | None = None,
     deadline: float | None = None,
@@ -567,56 +561,29 @@ def _throughput(
     return MetricResult.unavailable(unit=f"{unit}/s", scope=scope, method=method), [diagnostic]
 
 
+@moved_into_options("latency")
 def measure_latency(
     workload: Workload,
     *,
     work_units: float = 1,
     unit: str = "calls",
-    warmup: float = MEASURE_DEFAULTS.warmup,
-    min_run_time: float = MEASURE_DEFAULTS.min_run_time,
     device: str | torch.device | None = None,
-    clock: Clock | None = None,
-    max_run_time: float = MEASURE_DEFAULTS.max_run_time,
-    min_block_time: float = MEASURE_DEFAULTS.min_block_time,
-    min_blocks: int = MEASURE_DEFAULTS.min_blocks,
-    target_relative_iqr: float = MEASURE_DEFAULTS.target_relative_iqr,
-    noise_threshold: float = MEASURE_DEFAULTS.noise_threshold,
     name: str | None = None,
     options: LatencyOptions | Mapping[str, Any] | None = None,
 ) -> BenchmarkReport:
     """First-call and warmed latency of ``workload`` with throughput in ``unit/s``.
 
-    ``warmup`` is in seconds of calls after the first call; ``min_run_time`` and
-    ``max_run_time`` bound the measured blocks in seconds. ``work_units`` is the work one
-    call completes (e.g. 32 samples): throughput = work_units / median warmed latency, not a
-    served-queue throughput. ``device`` is the device whose queued work is synchronised
-    inside every timed region (None = CPU). ``clock`` replaces time.perf_counter (tests).
-    The keywords build one :class:`LatencyOptions` (see there); ``options`` gives that
-    object (or a mapping of its fields) directly, and a keyword moved from its default
-    beside it is refused (which one wins would be a guess).
+    ``work_units`` is the work one call completes (e.g. 32 samples): throughput =
+    work_units / median warmed latency, not a served-queue throughput. ``device`` is the
+    device whose queued work is synchronised inside every timed region (None = CPU).
+    ``options`` is every timing setting in one :class:`LatencyOptions` (or a mapping of its
+    field names): warm-up and run-time bounds in seconds, block counts, noise thresholds, and
+    ``clock`` replacing time.perf_counter (tests). It is the one way in: the former flat
+    keywords (``warmup=``, ``min_run_time=``, ``clock=``...) are refused with the new spelling.
     """
     check_workload(workload)
     validate_work(work_units, unit)
-    flat: dict[str, Any] = {
-        "warmup": warmup,
-        "min_run_time": min_run_time,
-        "max_run_time": max_run_time,
-        "min_block_time": min_block_time,
-        "min_blocks": min_blocks,
-        "target_relative_iqr": target_relative_iqr,
-        "noise_threshold": noise_threshold,
-        "clock": clock,
-    }
-    if options is not None:
-        moved = sorted(k for k, v in flat.items() if v != getattr(MEASURE_DEFAULTS, k))
-        if moved:
-            raise TypeError(
-                f"measure_latency got options= and the keyword(s) {moved}: pass each setting "
-                "once, inside options= or as a keyword"
-            )
-        timing = LatencyOptions.from_mapping(options, base=MEASURE_DEFAULTS)
-    else:
-        timing = LatencyOptions(**flat)
+    timing = LatencyOptions.from_mapping(options, base=MEASURE_DEFAULTS)
     resolved = resolve_device(device)
     run = run_latency(workload, timing, work_units=work_units, unit=unit, device=resolved)
     return BenchmarkReport(

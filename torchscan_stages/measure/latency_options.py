@@ -9,10 +9,11 @@ workload runs, wherever it came from.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 Clock = Callable[[], float]
 Probe = Callable[[], tuple[float, int]]
@@ -137,3 +138,31 @@ def validate_work(work_units: object, unit: object) -> None:
         raise ValueError(f"work_units must be a finite number > 0, got {work_units!r}")
     if not isinstance(unit, str) or not unit.strip():
         raise ValueError(f"unit must be a non-empty string such as 'samples', got {unit!r}")
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+# the settings each options object carries, as the flat keywords they used to be
+_OPTION_FIELDS = {"latency": frozenset(f.name for f in fields(LatencyOptions))}
+
+
+def moved_into_options(kind: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """For one release: a former flat keyword of a setting that now lives in ``options=``
+    gets a TypeError naming its new spelling, not Python's bare "unexpected keyword"."""
+    names = _OPTION_FIELDS[kind]
+
+    def wrap(function: Callable[_P, _R]) -> Callable[_P, _R]:
+        @functools.wraps(function)
+        def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            moved = sorted(set(kwargs) & names)
+            if moved:
+                first = moved[0]
+                raise TypeError(
+                    f"{function.__name__}({first}=...) moved into options=: pass "
+                    f"options={{{first!r}: ...}} or options=LatencyOptions({first}=...)"
+                )
+            return function(*args, **kwargs)
+
+        return call
+
+    return wrap

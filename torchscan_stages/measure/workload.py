@@ -136,64 +136,68 @@ def _notifier(stream: TextIO | None) -> Callable[[str], None]:
     return note
 
 
+@dataclass(frozen=True)
+class PassPlan:
+    """What one ``run_passes`` call runs and records: the passes, the work one call completes,
+    where, the declarations recorded as given, and each pass's settings (timing in one
+    :class:`LatencyOptions` or a mapping of its fields, as every timing function takes it).
+
+    ``precision`` and ``training`` are declarations recorded as given (the workload owns
+    them). ``rss_command`` runs as a fresh child (see measure_peak_rss) and must rebuild the
+    workload by itself. Values are checked by ``run_passes`` before any pass runs.
+    """
+
+    flops: bool = True
+    memory: bool = True
+    latency: bool = True
+    profile: bool = False
+    rss_command: Sequence[str] | None = None
+    work_units: float = 1
+    unit: str = "samples"
+    device: str | torch.device | None = None
+    name: str | None = None
+    precision: str | None = None
+    training: bool | None = None
+    options: LatencyOptions | Mapping[str, Any] | None = None
+    rss_timeout: float = DEFAULT_TIMEOUT_S
+    profile_row_limit: int = DEFAULT_ROW_LIMIT
+    profile_trace_path: str | None = None
+
+
 def run_passes(
     workload: Workload,
+    plan: PassPlan,
     *,
     count_flops: FlopCounter | None = None,
-    flops: bool = True,
-    memory: bool = True,
-    latency: bool = True,
-    profile: bool = False,
-    rss_command: Sequence[str] | None = None,
-    work_units: float = 1,
-    unit: str = "samples",
-    device: str | torch.device | None = None,
-    name: str | None = None,
     progress: bool | TextIO = True,
-    precision: str | None = None,
-    training: bool | None = None,
-    latency_options: Mapping[str, Any] | LatencyOptions | None = None,
-    rss_timeout: float = DEFAULT_TIMEOUT_S,
-    profile_row_limit: int = DEFAULT_ROW_LIMIT,
-    profile_trace_path: str | None = None,
-    options: Mapping[str, Any] | LatencyOptions | None = None,
 ) -> BenchmarkReport:
-    """Run the selected passes separately and return one BenchmarkReport (measure_workload's
-    passes; it prints the summary).
+    """Run the passes ``plan`` selects, one after another, and return one BenchmarkReport
+    (measure_workload's passes; it prints the summary).
 
     ``count_flops`` runs the FLOP pass (analysis' operator counter, passed in by the face so
-    measurement never imports analysis); ``flops=True`` needs it. ``progress`` (True =
+    measurement never imports analysis); ``plan.flops`` needs it. ``progress`` (True =
     stderr, False = silent, or a text file) reports each pass as it starts and ends.
-    ``precision`` and ``training`` are declarations recorded as given (the workload owns them).
-    ``latency_options`` is a :class:`LatencyOptions` or a mapping of its field names
-    (measure_latency's tuning keywords); ``options`` is the same, under the name
-    measure_latency and compare_benchmarks use (give one of the two). ``rss_command`` runs
-    as a fresh child (see measure_peak_rss) and must rebuild the workload by itself.
     """
-    flags = {"flops": flops, "memory": memory, "latency": latency, "profile": profile}
-    _validate(workload, flags, name, precision, training)
-    if flops and count_flops is None:
-        raise ValueError("run_passes(flops=True) needs count_flops (the operator counter)")
-    validate_work(work_units, unit)
-    if options is not None and latency_options is not None:
-        raise TypeError(
-            "measure_workload got both options= and latency_options=: they are the same "
-            "setting, give one"
-        )
-    given = options if options is not None else latency_options
-    options = LatencyOptions.from_mapping(given, base=MEASURE_DEFAULTS)
-    validate_profile_options(profile_row_limit, "self_cpu_time_total", profile_trace_path, 1)
+    flags = {"flops": plan.flops, "memory": plan.memory, "latency": plan.latency}
+    flags["profile"] = plan.profile
+    _validate(workload, flags, plan.name, plan.precision, plan.training)
+    if plan.flops and count_flops is None:
+        raise ValueError("run_passes with flops=True needs count_flops (the operator counter)")
+    validate_work(plan.work_units, plan.unit)
+    options = LatencyOptions.from_mapping(plan.options, base=MEASURE_DEFAULTS)
+    row_limit, trace_path = plan.profile_row_limit, plan.profile_trace_path
+    validate_profile_options(row_limit, "self_cpu_time_total", trace_path, 1)
     rss_argv: list[str] | None = None
-    if rss_command is not None:
-        rss_argv = validate_rss_options(rss_command, rss_timeout, None, None, 0.02)[0]
+    if plan.rss_command is not None:
+        rss_argv = validate_rss_options(plan.rss_command, plan.rss_timeout, None, None, 0.02)[0]
     note = _notifier(_progress_stream(progress))
-    done = _Passes(workload, resolve_device(device))
+    done = _Passes(workload, resolve_device(plan.device))
     steps: list[tuple[str, Callable[[], str]]] = [
-        ("latency", lambda: done.latency(options, work_units, unit, note)),
+        ("latency", lambda: done.latency(options, plan.work_units, plan.unit, note)),
         ("memory", done.memory),
         ("flops", lambda: done.flops(count_flops) if count_flops is not None else ""),
-        ("profile", lambda: done.profile(profile_row_limit, profile_trace_path)),
-        ("rss", lambda: done.rss(rss_argv or [], rss_timeout)),
+        ("profile", lambda: done.profile(row_limit, trace_path)),
+        ("rss", lambda: done.rss(rss_argv or [], plan.rss_timeout)),
     ]
     chosen = {**flags, "rss": rss_argv is not None}
     selected = [(pass_name, step) for pass_name, step in steps if chosen[pass_name]]
@@ -205,14 +209,14 @@ def run_passes(
         note(f"({index}/{len(selected)}) {pass_name} {status} in {took:.2f} s")
     return BenchmarkReport(
         provenance=build_provenance(host=done.host),
-        name=name,
-        work_units=work_units,
-        unit=unit,
+        name=plan.name,
+        work_units=plan.work_units,
+        unit=plan.unit,
         execution=execution_record(
             done.device,
             done.calls,
-            precision=precision,
-            training=training,
+            precision=plan.precision,
+            training=plan.training,
             workload_grad_enabled=done.observed_grad,
         ),
         diagnostics=done.diagnostics,
@@ -220,4 +224,4 @@ def run_passes(
     )
 
 
-__all__ = ["FlopCounter", "run_passes"]
+__all__ = ["FlopCounter", "PassPlan", "run_passes"]

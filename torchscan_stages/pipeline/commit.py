@@ -8,7 +8,9 @@ holds each stage's ``<stage>.evidence.json`` sidecar too, the status and validit
 behind every metrics key, so a past point is weighed without the DVC cache) and
 ``reports/.gitignore`` (DVC's list of cached reports). Never ``conf/``: that is your source;
 commit the files you changed there as you commit code, not whatever half-written file sits
-beside them. The reports themselves go to the DVC remote (``dvc push``).
+beside them. The reports themselves go to the DVC remote (``.venv/bin/dvc push``: spelled
+with the venv's path, so the line runs as printed in a new shell after ``make main``, where
+nothing has put the venv on ``PATH``).
 
     python -m torchscan_stages.pipeline.commit     # prints the recipe
 """
@@ -19,11 +21,13 @@ import sys
 
 PIPELINE_FILES = ("dvc.lock", "params.yaml", "metrics", "plots", "reports/.gitignore")
 MESSAGE = "Reproduce the pipeline"
+# the venv `make main` / `make setup` create; runs from the repository root in any shell
+DVC = ".venv/bin/dvc"
 
 
 def recipe_lines() -> list[str]:
     """The commands, one a line, as the README's block shows them."""
-    return [f"git add {' '.join(PIPELINE_FILES)}", f'git commit -m "{MESSAGE}"', "dvc push"]
+    return [f"git add {' '.join(PIPELINE_FILES)}", f'git commit -m "{MESSAGE}"', f"{DVC} push"]
 
 
 def recipe_text() -> str:

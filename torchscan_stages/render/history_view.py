@@ -1,206 +1,126 @@
-"""The history page: one inline-SVG chart per metric over commits, steps first.
+"""The history page: steps first, then the headline metrics' charts, flat series folded.
 
-Consumes the history document (``torchscan_stages.history.history_document``, plain JSON):
+Consumes the history report (``report.history.HistoryReport``, as
+``torchscan_stages.history.history_document`` builds it or ``load_report`` reads it):
 render never imports the history package. Like every page: no script, no fonts, no
-network; every string is escaped here. Complete points are filled markers with their
-interval band; partial points are hollow (a lower bound, never fitted); unavailable points
-are crosses on the axis with their reason; a comparability change (environment, model
-revision, threads...) is a dashed break line, and each step's commit range is shaded.
-Every point links to its commit's row in the commit table.
+network; every string is escaped here. Confident steps and suspect ones (resting on weak
+points: "needs a quiet rerun", with the command) are listed apart; the charts come in the
+order people read them (latency, throughput, peaks, FLOPs, then the rest), and series that
+did not move over the range are folded under one disclosure. Each chart is
+:mod:`.history_chart`; every point links to its commit's row in the commit table.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from markupsafe import Markup, escape
 
-from .format import human
-from .svg import nice_ticks
+from ..report import Status
+from ..report.history import HistoryReport, HistorySeries, HistoryStep
+from .history_chart import anchor, chart
 
 _CSS = """
 svg .band{fill:var(--s0);opacity:.16;stroke:none}
 svg .brk{stroke:var(--err);stroke-width:1.5;stroke-dasharray:5 4}
 svg .steprange{fill:var(--part);opacity:.14}
+svg .steprange.suspect{fill:var(--na);opacity:.12}
 svg .na{stroke:var(--na);stroke-width:2}
-table.hist{border-collapse:collapse;margin:.6em 0}.hist td,.hist th{border:1px solid var(--line);
-padding:3px 7px;text-align:left}.hist td.num{text-align:right;font-variant-numeric:tabular-nums}
+table.hist{border-collapse:collapse;margin:.6em 0;max-width:100%}
+.hist td,.hist th{border:1px solid var(--line);padding:3px 7px;text-align:left;
+vertical-align:top}.hist th{white-space:nowrap}.hist td.txt{overflow-wrap:anywhere}
+.hist td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.hist pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.3em 0;font-size:.8rem}
 tr:target{background:var(--info-bg)}
 """
-_W, _LEFT, _RIGHT, _TOP, _BOTTOM, _H = 760, 82, 16, 14, 44, 250
+_LATENCY = ("warmed_median_s", "throughput_per_s", "first_call_s")
+_LEGEND = (
+    "Filled: a clean point. Hollow: a point with a validity warning, without recorded "
+    "evidence, or partial (a lower bound). x: unavailable. Hover a point for its warnings; "
+    "a dashed line is a comparability break (lines never cross it); a shaded band is a "
+    "step's commit range (grey: suspect)."
+)
 
 
 def _e(text: object) -> str:
     return str(escape(str(text)))
 
 
-def _f(x: float) -> str:
-    return f"{x:.1f}"
+def _rank(series: HistorySeries) -> tuple[int, int, str]:
+    """Headline metrics first: latency and throughput, peaks, FLOPs, then the rest."""
+    name = series.name
+    if name in _LATENCY:
+        return (0, _LATENCY.index(name), series.metric)
+    for rank, test in enumerate(
+        (lambda n: n.startswith("peak_"), lambda n: "flops" in n or "macs" in n,
+         lambda n: "parameters" in n, lambda n: n.endswith("_ratio")),
+        start=1,
+    ):  # fmt: skip
+        if test(name):
+            return (rank, 0, series.metric)
+    return (9, 0, series.metric)
 
 
-def _short(sha: str) -> str:
-    return sha[:10]
+def is_flat(series: HistorySeries) -> bool:
+    """No step and one value for every complete point (or none at all): nothing to read."""
+    values = {p.value for p in series.points if p.status == "complete"}
+    return not series.steps and len(values) <= 1
 
 
-def _anchor(sha: str) -> str:
-    return f"c-{sha[:12]}"
+def _breakable(name: str) -> str:
+    """A metric name that may wrap after ``/`` and ``_``, never mid-word."""
+    return _e(name).replace("/", "/<wbr>").replace("_", "_<wbr>")
 
 
-def _y_range(points: list[dict[str, Any]]) -> tuple[float, float]:
-    values = [float(p[k]) for p in points for k in ("value", "low", "high") if p.get(k) is not None]
-    if not values:
-        return 0.0, 1.0
-    low, high = min(values), max(values)
-    pad = (high - low) * 0.08 or abs(high) * 0.05 or 1.0
-    return low - pad, high + pad
+def _where(s: HistoryStep, p: str) -> str:
+    commits = " ".join(f'<a href="#{anchor(c, p)}">{_e(c[:10])}</a>' for c in s.commits[:6])
+    more = f" (+{len(s.commits) - 6})" if len(s.commits) > 6 else ""
+    single = "one commit" if s.single_commit else "bisect to narrow"
+    return f"{commits}{_e(more)} <span class='note'>({single})</span>"
 
 
-def _chart(series: dict[str, Any], count: int) -> Markup:
-    points: list[dict[str, Any]] = series["points"]
-    unit = series["unit"]
-    ticks = nice_ticks(*_y_range(points), 5)
-    y0, y1 = ticks[0], ticks[-1]
-    plot_w, plot_h = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
-    step = plot_w / max(count - 1, 1)
+def _ratio(s: HistoryStep) -> str:
+    def num(x: float | None) -> str:
+        return "unbounded" if x is None else f"{x:.4g}"
 
-    def sx(index: float) -> float:
-        return _LEFT + (index * step if count > 1 else plot_w / 2)
+    return f"x{num(s.ratio)} [{num(s.ci_low)}, {num(s.ci_high)}]"
 
-    def sy(value: float) -> float:
-        return _TOP + plot_h - (value - y0) / ((y1 - y0) or 1.0) * plot_h
 
-    out = [f'<svg class="chart" viewBox="0 0 {_W} {_H}" role="img" '
-           f'aria-label="{_e(series["metric"])} over {count} commits">']  # fmt: skip
-    for tick in ticks:
-        out.append(
-            f'<line class="grid" x1="{_LEFT}" y1="{_f(sy(tick))}" x2="{_LEFT + plot_w}" '
-            f'y2="{_f(sy(tick))}"/><text class="tick" x="{_LEFT - 6}" y="{_f(sy(tick) + 4)}" '
-            f'text-anchor="end">{_e(human(tick, unit))}</text>'
-        )
-    for s in series["steps"]:
-        a, b = _index(points, s["before"]), _index(points, s["after"])
-        title = (
-            f"step x{s['ratio']:.3g} in {len(s['commits'])} commit(s) after {_short(s['before'])}"
-        )
-        out.append(
-            f'<rect class="steprange" x="{_f(sx(a))}" y="{_TOP}" '
-            f'width="{_f(max(sx(b) - sx(a), 2))}" '
-            f'height="{plot_h}"><title>{_e(title)}</title></rect>'
-        )
-    out += _bands(series, sx, sy)
-    for segment in series["segments"][1:]:
-        x = (sx(points[segment["start"] - 1]["index"]) + sx(points[segment["start"]]["index"])) / 2
-        what = "; ".join(segment["change"]) or "comparability changed"
-        out.append(
-            f'<g><title>new segment: {_e(what)}</title><line class="brk" x1="{_f(x)}" '
-            f'y1="{_TOP}" x2="{_f(x)}" y2="{_TOP + plot_h}"/><text class="tick" x="{_f(x + 3)}" '
-            f'y="{_TOP + 10}">{_e(_break_label(segment["change"]))}</text></g>'
-        )
-    out += _markers(points, unit, sx, sy, _TOP + plot_h)
-    out.append(
-        f'<text class="tick" x="{_LEFT + plot_w / 2:.0f}" y="{_H - 6}" text-anchor="middle">'
-        f"commits, oldest to newest ({count}); filled = complete, hollow = partial (lower "
-        "bound), x = unavailable</text></svg>"
+def _evidence(s: HistoryStep) -> str:
+    if not s.suspect:
+        return "confident (clean points)"
+    rests = ", ".join(c[:10] for c in s.rests_on[:6])
+    more = f" (+{len(s.rests_on) - 6})" if len(s.rests_on) > 6 else ""
+    return (
+        f"<b>suspect: needs a quiet rerun</b>; rests on weak point(s) at {_e(rests + more)} "
+        f"({_e(', '.join(s.warnings))})<details><summary>rerun command</summary>"
+        f"<pre>{_e(s.rerun or '')}</pre></details>"
     )
-    return Markup("".join(out))
 
 
-def _break_label(change: list[str]) -> str:
-    fields = [c.split(":", 1)[0] for c in change]
-    return "env changed" if "env" in fields else (", ".join(fields) or "break") + " changed"
-
-
-def _index(points: list[dict[str, Any]], sha: str) -> int:
-    return next(int(p["index"]) for p in points if p["commit"] == sha)
-
-
-def _bands(series: dict[str, Any], sx: Any, sy: Any) -> list[str]:
-    """One interval band per run of points that state an interval, inside one segment."""
-    out = []
-    points = series["points"]
-    for segment in series["segments"]:
-        run: list[dict[str, Any]] = []
-        for p in [*points[segment["start"] : segment["stop"]], None]:
-            if p is not None and p.get("low") is not None and p["status"] == "complete":
-                run.append(p)
-                continue
-            if run:
-                upper = [f"{_f(sx(q['index']))},{_f(sy(q['high']))}" for q in run]
-                lower = [f"{_f(sx(q['index']))},{_f(sy(q['low']))}" for q in reversed(run)]
-                if len(run) == 1:  # one point: a short vertical bar
-                    x = sx(run[0]["index"])
-                    upper = [
-                        f"{_f(x - 3)},{_f(sy(run[0]['high']))}",
-                        f"{_f(x + 3)},{_f(sy(run[0]['high']))}",
-                    ]
-                    lower = [
-                        f"{_f(x + 3)},{_f(sy(run[0]['low']))}",
-                        f"{_f(x - 3)},{_f(sy(run[0]['low']))}",
-                    ]
-                out.append(f'<polygon class="band" points="{" ".join(upper + lower)}"/>')
-            run = []
-    return out
-
-
-def _markers(
-    points: list[dict[str, Any]], unit: str, sx: Any, sy: Any, floor_y: float
-) -> list[str]:
-    out = []
-    line: list[str] = []
-    for p in points:
-        if p["status"] == "complete" and p.get("value") is not None:
-            line.append(f"{_f(sx(p['index']))},{_f(sy(p['value']))}")
-    if line:
-        out.append(f'<polyline class="ln s0" points="{" ".join(line)}"/>')
-    for p in points:
-        x = sx(p["index"])
-        value = p.get("value")
-        shown = human(float(value), unit) if value is not None else "no value"
-        bound = "≥ " if p["status"] == "partial" else ""
-        title = f"{_short(p['commit'])}: {p['status']} {bound}{shown}"
-        if p.get("low") is not None:
-            title += f" [{human(p['low'], unit)}, {human(p['high'], unit)}]"
-        if p.get("note"):
-            title += f"; {p['note']}"
-        if p["status"] == "unavailable" or value is None:
-            mark = f'<path class="na" d="M{_f(x - 4)},{_f(floor_y - 8)}l8,8m0,-8l-8,8"/>'
-        else:
-            hollow = " hollow" if p["status"] != "complete" else ""
-            mark = f'<circle class="mk s0{hollow}" cx="{_f(x)}" cy="{_f(sy(value))}" r="3.5"/>'
-        out.append(
-            f'<a href="#{_anchor(p["commit"])}" class="pt pt-{_e(p["status"])}">'
-            f"<title>{_e(title)}</title>{mark}</a>"
-        )
-    return out
-
-
-def _steps_table(document: dict[str, Any]) -> str:
-    steps = document["steps"]
+def _steps_table(steps: list[HistoryStep], p: str) -> str:
     if not steps:
-        return "<p>No confident step in any series.</p>"
+        return "<p>No step in any series.</p>"
+    ordered = sorted(steps, key=lambda s: s.suspect)  # confident ones first
     rows = []
-    for s in steps:
-        commits = " ".join(f'<a href="#{_anchor(c)}">{_e(_short(c))}</a>' for c in s["commits"][:6])
-        more = f" (+{len(s['commits']) - 6})" if len(s["commits"]) > 6 else ""
-        beyond = {None: "not set", True: "yes", False: "no"}[s["beyond_min_effect"]]
+    for s in ordered:
+        beyond = {None: "not set", True: "yes", False: "no"}[s.beyond_min_effect]
         rows.append(
-            f"<tr><td>{_e(s['metric'])}</td><td>{commits}{_e(more)}</td>"
-            f"<td>{'yes' if s['single_commit'] else 'no'}</td>"
-            f"<td class='num'>x{s['ratio']:.4g} [{s['ci_low']:.4g}, {s['ci_high']:.4g}]</td>"
-            f"<td>{_e(s['direction'])}{' (worse)' if s['worse'] else ''}</td><td>{beyond}</td></tr>"
+            f"<tr><td>{_breakable(s.metric)}</td><td>{_where(s, p)}</td>"
+            f"<td class='num'>{_e(_ratio(s))}</td>"
+            f"<td>{_e(s.direction)}{' (worse)' if s.worse else ''}</td>"
+            f"<td class='txt'>{_evidence(s)}</td><td>{beyond}</td></tr>"
         )
     head = (
-        "<tr><th>metric</th><th>commit range</th><th>single commit</th>"
-        "<th>ratio [interval]</th><th>direction</th><th>beyond min effect</th></tr>"
+        "<tr><th>metric</th><th>commit range</th><th>ratio [interval]</th><th>direction</th>"
+        "<th>evidence</th><th>beyond min effect</th></tr>"
     )
     return f"<table class='hist steps'><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def _commits_table(document: dict[str, Any]) -> str:
+def _commits_table(report: HistoryReport, p: str) -> str:
     rows = [
-        f"<tr id='{_anchor(c['sha'])}'><td class='num'>{i}</td><td class='mono'>{_e(c['sha'])}</td>"
-        f"<td>{_e(c['subject'])}</td></tr>"
-        for i, c in enumerate(document["commits"])
+        f"<tr id='{anchor(c.sha, p)}'><td class='num'>{i}</td><td class='mono'>{_e(c.sha)}</td>"
+        f"<td class='txt'>{_e(c.subject)}</td></tr>"
+        for i, c in enumerate(report.commits)
     ]
     head = "<tr><th>#</th><th>commit</th><th>subject</th></tr>"
     return (
@@ -208,51 +128,87 @@ def _commits_table(document: dict[str, Any]) -> str:
     )
 
 
-def history_body(document: dict[str, Any]) -> Markup:
-    """The page body: summary and steps first, then a chart per metric, then the commits."""
-    count = len(document["commits"])
-    steps = document["steps"]
+def _series_block(report: HistoryReport, n: int, series: HistorySeries, p: str, h: int) -> str:
+    index = {c.sha: i for i, c in enumerate(report.commits)}
+    parts = [
+        f"<h{h} id='{p}m{n}'>{_e(series.metric)} ({_e(series.unit or 'no unit')})</h{h}>",
+        str(chart(series, len(report.commits), index.__getitem__, p)),
+    ]
+    for segment in series.segments[1:]:
+        first = report.commits[segment.start].sha
+        link = f"<a href='#{anchor(first, p)}'>{_e(first[:10])}</a>"
+        parts.append(
+            f"<p class='chart-note'>Break before {link}: "
+            f"{_e('; '.join(segment.change))} (a new segment; never joined)</p>"
+        )
+    return "".join(parts)
+
+
+def _charts(report: HistoryReport, p: str, h: int) -> list[str]:
+    ordered = sorted(enumerate(report.series), key=lambda item: _rank(item[1]))
+    moving = [(n, s) for n, s in ordered if not is_flat(s)]
+    flat = [(n, s) for n, s in ordered if is_flat(s)]
+    parts = [f"<p class='note'>{_e(_LEGEND)}</p>"]
+    parts += [_series_block(report, n, s, p, h) for n, s in moving]
+    if flat:
+        names = ", ".join(s.metric for _, s in flat)
+        parts.append(
+            f"<details class='flat'><summary>{len(flat)} series that did not change over "
+            f"these commits: {_e(names)}</summary>"
+            + "".join(_series_block(report, n, s, p, h) for n, s in flat)
+            + "</details>"
+        )
+    return parts
+
+
+def history_body(report: HistoryReport, p: str = "", h: int = 1) -> Markup:
+    """The report's own sections under the page's header and status: the range and step
+    counts, the steps, a chart per metric, the commits (ids under ``p``, headings from
+    level ``h + 1``)."""
+    suspect = sum(1 for s in report.steps if s.suspect)
+    note = report.range_note
     parts = [
         f"<style>{_CSS}</style>",
-        f"<p class='kind'>History</p><h1>{_e(document['rev_range'])}</h1>",
-        f"<div class='status'><p>{count} commits, {len(document['series'])} series, "
-        f"{len(steps)} confident step(s); {document.get('reports_read', 0)} full report(s) "
-        "read from the DVC cache.</p></div>",
-        "<h2 id='steps'>Steps</h2>",
-        _steps_table(document),
-        "<h2 id='charts'>Metrics over commits</h2>",
+        f"<p>{len(report.commits)} commits, {len(report.series)} series, "
+        f"{len(report.steps) - suspect} confident step(s), {suspect} suspect (resting on weak "
+        f"points: need a quiet rerun); {report.reports_read} full report(s) read from "
+        "the DVC cache.</p>",
+        f"<p class='note'>Range: {_e(note)}.</p>" if note else "",
+        f"<h{h + 1} id='{p}steps'>Steps</h{h + 1}>",
+        _steps_table(report.steps, p),
+        f"<h{h + 1} id='{p}charts'>Metrics over commits</h{h + 1}>",
+        *_charts(report, p, h + 2),
+        f"<h{h + 1} id='{p}commits'>Commits</h{h + 1}>",
+        _commits_table(report, p),
     ]
-    for n, series in enumerate(document["series"]):
-        parts.append(
-            f"<h3 id='m{n}'>{_e(series['metric'])} ({_e(series['unit'] or 'no unit')})</h3>"
-        )
-        parts.append(str(_chart(series, count)))
-        for segment in series["segments"][1:]:
-            first = document["commits"][series["points"][segment["start"]]["index"]]["sha"]
-            link = f"<a href='#{_anchor(first)}'>{_e(_short(first))}</a>"
-            parts.append(
-                f"<p class='chart-note'>Break before {link}: "
-                f"{_e('; '.join(segment['change']))} (a new segment; never joined)</p>"
-            )
-    parts += ["<h2 id='commits'>Commits</h2>", _commits_table(document)]
-    prov = document.get("provenance") or {}
-    parts.append(
-        "<details class='prov'><summary>Provenance</summary>"
-        f"<pre>{_e(_prov_text(prov))}</pre></details>"
-    )
     return Markup("".join(parts))
 
 
-def _prov_text(prov: dict[str, Any]) -> str:
-    keys = ("package_version", "torch_version", "env_hash")
-    return "\n".join(f"{k}: {prov.get(k)}" for k in keys)
+def history_status(report: HistoryReport) -> Status:
+    """complete when every point is clean, unavailable when none has a value, else partial."""
+    points = [p for s in report.series for p in s.points]
+    if not any(p.value is not None for p in points):
+        return "unavailable"
+    return "complete" if all(p.clean for p in points) else "partial"
 
 
-def history_page(document: dict[str, Any]) -> str:
-    """The whole offline page of a history document."""
-    from .html import _page  # the page every report kind shares (same package)
+def history_status_note(report: HistoryReport) -> str:
+    """What the status means for a history (the generic words speak of lower bounds)."""
+    points = [p for s in report.series for p in s.points]
+    weak = sum(1 for p in points if p.status == "complete" and not p.clean)
+    missing = sum(1 for p in points if p.status != "complete")
+    suspect = sum(1 for s in report.steps if s.suspect)
+    if not points:
+        return "no metric was found in these commits."
+    words = [f"{len(points) - weak - missing} of {len(points)} points are clean"]
+    if weak:
+        words.append(f"{weak} rest on weak evidence (a validity warning, or none recorded): "
+                     "drawn hollow, never in a confident step")  # fmt: skip
+    if missing:
+        words.append(f"{missing} are partial or unavailable (hover for why)")
+    if suspect:
+        words.append(f"{suspect} suspect step(s) need a quiet rerun")
+    return "; ".join(words) + "."
 
-    return _page(f"History {document['rev_range']}", history_body(document))
 
-
-__all__ = ["history_body", "history_page"]
+__all__ = ["history_body", "history_status", "history_status_note", "is_flat"]

@@ -36,6 +36,7 @@ from ..report import (
     check_output_path,
     load_report,
 )
+from ..report.history import HistoryReport
 from .analysis_view import (
     LAZY_LAYERS,
     OPEN_DEPTH,
@@ -56,6 +57,7 @@ from .common import (
 )
 from .evidence_view import evidence_rows
 from .format import describe_value, humanize_text, metric_cell
+from .history_view import history_body, history_status, history_status_note
 from .prediction_view import prediction_view
 from .sweep_view import sweep_view
 from .tree_data import RUN_MIN, script_json, tree_data
@@ -70,6 +72,7 @@ _KIND_LABEL = {
     "report_diff": "Model cost comparison",
     "benchmark_comparison": "Benchmark comparison",
     "prediction": "Peak memory prediction",
+    "history": "History across commits",
     "metrics_evidence": "Evidence behind committed metrics",
 }
 
@@ -135,9 +138,14 @@ def _headlines(report: AnyReport) -> list[Headline]:
             heads.append(Headline("peak RSS", report.rss.peak))
         if report.flops is not None:
             heads.append(Headline("operator FLOPs", report.flops.total))
+        if report.profile is not None and report.profile.operators:
+            heads.append(_top_operator(report.profile))
         return heads
     if isinstance(report, ReportDiff):
-        return [Headline(f"{name} after", d.after) for name, d in list(report.totals.items())[:3]]
+        heads = [Headline(f"{name} after", d.after) for name, d in list(report.totals.items())[:3]]
+        if heads and _unchanged(report):
+            heads[-1].note = SAME_MODEL_NOTE
+        return heads
     if isinstance(report, MetricsEvidence):
         return []  # its table is the content: one row per metrics key
     if isinstance(report, PredictionReport):
@@ -146,7 +154,13 @@ def _headlines(report: AnyReport) -> list[Headline]:
         cuda = report.device.startswith("cuda")
         codes = prediction_caveats(report)
         notes = ([note] if cuda else []) + ([f"with warnings: {', '.join(codes)}"] if codes else [])
-        return [Headline(f"predicted peak ({report.device})", report.peak, "; ".join(notes))]
+        # the figure ``fits`` judges: the steady state (second step) where the report has one
+        steady = report.headline == "steady_state_peak" and report.steady_state_peak is not None
+        peak = report.steady_state_peak if steady else report.peak
+        label = f"predicted peak{', steady state' if steady else ''} ({report.device})"
+        return [Headline(label, peak, "; ".join(notes))]
+    if isinstance(report, HistoryReport):
+        return []  # its steps table is its headline (history_view)
     # an info diagnostic naming a delta's metric (e.g. bf16 on a CPU without bf16 matrix
     # units: expect slower) is what a reader of that row needs beside the verdict
     infos: dict[str, list[str]] = {}
@@ -161,6 +175,29 @@ def _headlines(report: AnyReport) -> list[Headline]:
         )
         for d in report.deltas[:3]
     ]
+
+
+SAME_MODEL_NOTE = (
+    "the same model on both sides: the candidate changes how it runs, not its structure, "
+    "so every count is unchanged (x1)"
+)
+
+
+def _unchanged(report: ReportDiff) -> bool:
+    """A diff of a model with itself: no layer added, removed or changed, every total equal."""
+    return (
+        report.before_model == report.after_model
+        and not (report.added or report.removed or report.changed)
+        and all(d.delta == 0 for d in report.totals.values())
+    )
+
+
+def _top_operator(profile: Any) -> Headline:
+    """A profile's headline in words: its largest operator by self time and its share."""
+    top = max(profile.operators, key=lambda o: o.self_cpu_time_s)
+    whole = sum(o.self_cpu_time_s for o in profile.operators)
+    share = f", {top.self_cpu_time_s / whole:.0%} of profiled self time" if whole > 0 else ""
+    return Headline("top operator (instrumented)", None, f"{top.name}{share}")
 
 
 def _verdict_note(delta: Any) -> str:
@@ -181,19 +218,19 @@ _UNDECIDED = frozenset({"inconclusive", "not_comparable"})
 def _kind_label(report: AnyReport) -> str:
     """The kind, and for workload evidence which passes it holds (latency, memory, ...)."""
     label = _KIND_LABEL[report.kind]
-    if isinstance(report, BenchmarkReport):
-        passes = [
-            name
-            for name in ("latency", "memory", "rss", "profile", "flops")
-            if getattr(report, name) is not None
-        ]
-        if passes:
-            label += f" ({', '.join(passes)})"
+    if isinstance(report, BenchmarkReport) and (passes := _passes(report)):
+        label += f" ({', '.join(passes)})"
     return label
 
 
+def _passes(report: BenchmarkReport) -> list[str]:
+    """The passes a workload report holds, in the order the pipeline runs them."""
+    return [n for n in ("latency", "memory", "rss", "profile", "flops") if getattr(report, n)]
+
+
 def _status(report: AnyReport) -> Status:
-    if isinstance(report, BenchmarkReport) and not _headlines(report) and report.profile:
+    numbers = [h for h in _headlines(report) if h.result is not None]
+    if isinstance(report, BenchmarkReport) and not numbers and report.profile:
         # a profile-only report has no headline number; its operators table is its evidence
         return "complete" if report.profile.operators else "unavailable"
     if isinstance(report, MetricsEvidence):
@@ -206,6 +243,8 @@ def _status(report: AnyReport) -> Status:
         if not states or states == {"unavailable"}:
             return "unavailable"
         return "complete" if states == {"complete"} else "partial"
+    if isinstance(report, HistoryReport):
+        return history_status(report)
     return overall_status([h.result for h in _headlines(report)])
 
 
@@ -216,6 +255,8 @@ def _title(report: AnyReport) -> str:
         return report.name or _KIND_LABEL[report.kind]
     if isinstance(report, ReportDiff):
         return f"{report.before_model} → {report.after_model}"
+    if isinstance(report, HistoryReport):
+        return f"History {report.rev_range}"
     if isinstance(report, MetricsEvidence):
         return f"metrics/{report.stage}.json"
     return f"{report.baseline_name or 'baseline'} vs {report.candidate_name or 'candidate'}"
@@ -241,8 +282,11 @@ def _lazy(report: AnyReport) -> bool:
     return isinstance(report, AnalysisReport) and len(report.layers) > LAZY_LAYERS
 
 
-def _analysis_view(report: AnalysisReport) -> dict[str, Any]:
-    """Static events for a small tree; compact data and the script for a large one."""
+def _analysis_view(report: AnalysisReport, flops_elsewhere: str | None = None) -> dict[str, Any]:
+    """Static events for a small tree; compact data and the script for a large one.
+
+    ``flops_elsewhere``: on an index page whose FlopReport counted the same operators, the
+    sentence that points there instead of a second copy of the operator tables."""
     storage, compute = analysis_totals(report)
     roots = build_tree(report.layers)
     lazy = _lazy(report)
@@ -259,12 +303,23 @@ def _analysis_view(report: AnalysisReport) -> dict[str, Any]:
         "layer_count": len(report.layers),
         "inputs": describe_value(report.inputs, limit=300),
         "flops": flops_view(report.operator_flops) if report.operator_flops else None,
+        "flops_elsewhere": flops_elsewhere,
+        "conventions": _conventions(report),
     }
 
 
-def _view(report: AnyReport) -> dict[str, Any]:
+def _conventions(report: AnalysisReport) -> dict[str, str]:
+    """One "Counting conventions" box: the module formulas' and the operator count's."""
+    merged = dict(report.conventions)
+    if report.operator_flops is not None:
+        for key, text in report.operator_flops.conventions.items():
+            merged[key if key not in merged else f"operator FLOPs: {key}"] = text
+    return merged
+
+
+def _view(report: AnyReport, flops_elsewhere: str | None = None) -> dict[str, Any]:
     if isinstance(report, AnalysisReport):
-        return _analysis_view(report)
+        return _analysis_view(report, flops_elsewhere)
     if isinstance(report, FlopReport):
         return {"flops": flops_view(report)}
     if isinstance(report, BenchmarkReport):
@@ -273,21 +328,33 @@ def _view(report: AnyReport) -> dict[str, Any]:
         return {"diff": diff_view(report)}
     if isinstance(report, PredictionReport):
         return {"pred": prediction_view(report)}
+    if isinstance(report, HistoryReport):
+        # the template gives the ids' prefix and the heading level
+        return {
+            "hist": functools.partial(history_body, report),
+            "note": history_status_note(report),
+        }
     if isinstance(report, MetricsEvidence):
         return {"evidence": evidence_rows(report)}
     return {"cmp": comparison_view(report)}
 
 
 def _section(
-    report: AnyReport, prefix: str, *, level: int, prov: ProvenanceView | None = None
+    report: AnyReport,
+    prefix: str,
+    *,
+    level: int,
+    prov: ProvenanceView | None = None,
+    flops_elsewhere: str | None = None,
 ) -> Markup:
     """One report as an HTML <section>; ``prefix`` keeps ids unique on an index page;
-    ``prov`` replaces the report's own provenance (an index page's per-report differences)."""
+    ``prov`` replaces the report's own provenance (an index page's per-report differences);
+    ``flops_elsewhere`` points an analysis' operator count at the page's FlopReport."""
     template = _environment().get_template(f"{report.kind}.html")
     return Markup(
         template.render(
             r=report,
-            v=_view(report),
+            v=_view(report, flops_elsewhere),
             p=prefix,
             h=level,
             title=_title(report),
@@ -335,6 +402,7 @@ def render_report(
 @dataclass(slots=True)
 class IndexEntry:
     anchor: str
+    nav: str  # the navigation link's text: unique on the page
     kind: str
     kind_label: str
     title: str
@@ -372,11 +440,13 @@ def _index(sources: list[ReportSource], output: str | os.PathLike[str] | None, t
     sections: list[Markup] = []
     bench: list[tuple[str, BenchmarkReport]] = []
     shared, provs = shared_provenance([r.provenance for r in reports], "provenance")
+    navs = _nav_labels(reports)
     for number, report in enumerate(reports, start=1):
         prefix = f"r{number}-"
         entries.append(
             IndexEntry(
                 anchor=f"{prefix}top",
+                nav=navs[number - 1],
                 kind=report.kind,
                 kind_label=_kind_label(report),
                 title=_title(report),
@@ -388,7 +458,10 @@ def _index(sources: list[ReportSource], output: str | os.PathLike[str] | None, t
                 else None,
             )
         )
-        sections.append(_section(report, prefix, level=2, prov=provs[number - 1]))
+        elsewhere = _same_flops_elsewhere(report, reports)
+        sections.append(
+            _section(report, prefix, level=2, prov=provs[number - 1], flops_elsewhere=elsewhere)
+        )
         if isinstance(report, BenchmarkReport):
             bench.append((f"{prefix}top", report))
     sweep = sweep_view(bench)
@@ -398,6 +471,70 @@ def _index(sources: list[ReportSource], output: str | os.PathLike[str] | None, t
         .render(title=title, entries=entries, sweep=sweep, sections=sections, shared=shared)
     )
     return _write(_page(title, body, scripted=any(_lazy(r) for r in reports)), output)
+
+
+# what a reader calls each report in the navigation: the pipeline's stage names
+_NAV_KIND = {
+    "analysis": "model cost",
+    "flops": "operator FLOPs",
+    "report_diff": "model cost diff",
+    "benchmark_comparison": "comparison",
+    "prediction": "prediction",
+}
+
+
+def _nav_labels(reports: list[AnyReport]) -> list[str]:
+    """``"latency · cnn-image-fp32"``: what the report holds, then whose; numbered where two
+    would still read the same, so every link of the navigation says where it goes."""
+    labels = []
+    for report in reports:
+        if isinstance(report, BenchmarkReport):
+            passes = [
+                n for n in ("latency", "memory", "rss", "profile", "flops") if getattr(report, n)
+            ]
+            what = ", ".join(passes) or "workload"
+        else:
+            what = _NAV_KIND.get(report.kind, report.kind.replace("_", " "))
+        labels.append(f"{what} · {_title(report)}")
+    seen: dict[str, int] = {}
+    unique = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        unique.append(label if labels.count(label) == 1 else f"{label} ({seen[label]})")
+    return unique
+
+
+def _same_flops_elsewhere(report: AnyReport, reports: list[AnyReport]) -> str | None:
+    """For an analysis whose operator count a FlopReport on the same page repeats exactly
+    (same total, same operators and calls), the sentence pointing there; else None."""
+    if not isinstance(report, AnalysisReport) or report.operator_flops is None:
+        return None
+    own = _operator_counts(report.operator_flops)
+    for number, other in enumerate(reports, start=1):
+        if isinstance(other, FlopReport) and _operator_counts(other) == own:
+            return (
+                f"The workload call of report {number} ({_title(other)}) dispatched the same "
+                "operators, with the same calls and FLOPs, as this forward: the operator "
+                "tables are shown once, there; this forward's split by module stays here."
+            )
+    return None
+
+
+def _items(report: FlopReport) -> list[tuple[str, Any]]:
+    return list(report.by_operator.items())
+
+
+def _operator_counts(report: FlopReport) -> tuple[object, ...]:
+    """What a reader compares in two operator counts: status, totals, per-operator calls and
+    FLOPs (the scope differs by design: a crawl's ``forward``, a workload's ``workload``)."""
+    return (
+        report.total.status,
+        report.total.known_value,
+        {
+            name: (c.calls, c.flops.status, c.flops.known_value)
+            for name, c in report.by_operator.items()
+        },
+    )
 
 
 def render_paths(paths: list[Path], output: Path, title: str | None = None) -> str:

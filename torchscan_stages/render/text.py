@@ -12,21 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..report import STATUS_MARKERS, BenchmarkReport, Diagnostic, MetricResult
+
+# the MetricResult lines live on the ground floor (report/numbers.py), shared with print(report)
+from ..report.numbers import metric_line as metric_line
+from ..report.numbers import metric_text as metric_text
 from .caveats import latency_caveats, status_text
-from .format import DASH, human, seconds
+from .format import DASH, seconds
 
 MARKERS = STATUS_MARKERS  # defined once, beside the statuses (progress lines use it too)
-
-
-def metric_text(result: MetricResult | None) -> str:
-    """``'9.04 ms'``, ``'≥ 4.19 MiB (lower bound)'`` or ``'— (unavailable)'``."""
-    if result is None:
-        return f"{DASH} (not measured)"
-    if result.status == "complete" and result.value is not None:
-        return human(result.value, result.unit)
-    if result.status == "partial" and result.known_value is not None:
-        return f"≥ {human(result.known_value, result.unit)} (lower bound)"
-    return f"{DASH} (unavailable)"
 
 
 def compact_number(value: float | int) -> str:
@@ -47,15 +40,6 @@ def compact_metric(result: MetricResult) -> str:
     if result.status == "partial" and result.known_value is not None:
         return ">=" + compact_number(result.known_value)
     return "n/a"
-
-
-def metric_line(label: str, result: MetricResult, extra: str = "") -> str:
-    """One printout line: status marker, label, value, then ``[scope; method]``."""
-    tail = f"  {extra}" if extra else ""
-    return (
-        f"  {MARKERS[result.status]:<13}{label:<28}{metric_text(result)}"
-        f"  [{result.scope}; {result.method}]{tail}"
-    )
 
 
 def ratio_text(value: float | None) -> str:

@@ -16,15 +16,13 @@ import time
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pydantic import BaseModel
 
 from .._signals import ending_signals_raise
 from .codec import dump_text, encode_report
 from .metric import GZIP_MAGIC, SCHEMA_VERSION
-
-if TYPE_CHECKING:
-    from .models import BaseReport
-
 
 MIB = 2**20
 # the largest report measured (a 5,000-layer model) is 27.6 MB compact and 376 MB as version 1
@@ -284,13 +282,16 @@ def check_output_path(
             )
 
 
-def report_text(report: BaseReport) -> str:
+def report_text(report: BaseModel) -> str:
     """The compact JSON text of a report (``report.codec``), as :func:`save_report` writes it."""
     return dump_text(encode_report(report, SCHEMA_VERSION))
 
 
-def save_report(report: BaseReport, path: str | os.PathLike[str]) -> Path:
+def save_report(report: BaseModel, path: str | os.PathLike[str]) -> Path:
     """Write any report atomically in its compact JSON form.
+
+    (Typed on pydantic's ``BaseModel``, not the report base, so that this module and the
+    models, whose ``save`` calls it, import each other in one direction only.)
 
     A name ending in ``.gz`` (``crawl.json.gz``) gets the same text gzip-compressed; any other
     name gets plain JSON text, so ``jq``, diffs and DVC read it as before. ``load_report``

@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeAlias, get_args
 from pydantic import Field
 
 from .evidence import MetricsEvidence
+from .history import HistoryReport
 from .models import (
     AnalysisReport,
     BenchmarkComparison,
@@ -29,6 +30,7 @@ AnyReport: TypeAlias = Annotated[
     | ReportDiff
     | BenchmarkComparison
     | PredictionReport
+    | HistoryReport
     | MetricsEvidence,
     Field(discriminator="kind"),
 ]

@@ -11,6 +11,7 @@ from pydantic_core import ErrorDetails
 
 from .codec import build_layers, expand_layers, share_metric_maps
 from .consistency import check_analysis
+from .history import HistoryReport
 from .io import _parse, _read_source
 from .kinds import REPORT_TYPES
 from .metric import READABLE_VERSIONS, SCHEMA_VERSION
@@ -43,6 +44,7 @@ def load_report(
     | ReportDiff
     | BenchmarkComparison
     | PredictionReport
+    | HistoryReport
 ):
     """Load any report kind from a path or JSON text; refuse anything it cannot vouch for.
 

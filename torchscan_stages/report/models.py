@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, model_validator
 
+from .brief import report_text
 from .consistency import check_analysis, check_delta
 from .io import save_report
 from .metric import (
@@ -132,6 +133,10 @@ class _Report(_Model):
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write this report atomically in its compact JSON form (see :func:`save_report`)."""
         return save_report(self, path)
+
+    def __str__(self) -> str:
+        """A few lines for a person (``print(report)``); ``repr`` keeps every field."""
+        return report_text(self)
 
 
 # the public name of the base of every report kind (for type hints outside the package)

@@ -49,9 +49,11 @@ def run(ctx: StageContext) -> None:
             workload,
             work_units=workload.work_units,
             unit=workload.unit,
-            warmup=cfg.latency.warmup,
-            min_run_time=cfg.latency.min_run_time,
-            max_run_time=cfg.latency.max_run_time,
+            options={
+                "warmup": cfg.latency.warmup,
+                "min_run_time": cfg.latency.min_run_time,
+                "max_run_time": cfg.latency.max_run_time,
+            },
             device=workload.device,
             name=workload.name,
         )

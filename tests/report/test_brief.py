@@ -1,0 +1,68 @@
+"""print(report): every report kind prints a few lines for a person; repr keeps every field."""
+
+from __future__ import annotations
+
+import torch
+
+from torchscan_stages import (
+    crawl_module,
+    measure_flops,
+    measure_peak_memory,
+    predict_peak_memory,
+)
+from torchscan_stages.report import REPORT_TYPES, Diagnostic
+from torchscan_stages.report.brief import brief_text, ratio_interval
+
+
+def test_a_prediction_prints_the_figure_fits_decides_on() -> None:
+    def step() -> None:
+        net = torch.nn.Linear(16, 16)  # 16*16 + 16 = 272 parameters, 1,088 B
+        net(torch.ones(4, 16)).sum().backward()
+
+    report = predict_peak_memory(step, device="cpu", capacity_bytes=2**20, name="step")
+    text = str(report)
+    lines = text.splitlines()
+    assert lines[0] == "predicted peak memory 'step' on cpu"
+    assert report.headline == "peak"  # no optimizer: no second step to differ from the first
+    assert lines[1].split()[:2] == ["[ok]", "peak"]
+    # the fits line names the capacity (2**20 B = 1.00 MiB) and the figure it judged
+    assert "fits in 1.00 MiB: yes (peak + 0 B resident, against the capacity)" in text
+    assert len(text) < 1000  # a summary, not pydantic's several-kB repr
+    assert repr(report).startswith("PredictionReport(")  # the full form stays for debugging
+
+
+def test_analysis_flops_and_memory_print_their_headlines() -> None:
+    model = torch.nn.Linear(3, 2)
+    analysis = str(crawl_module(model, (3,)))
+    assert analysis.splitlines()[0] == "model cost of Linear (full, 1 layer records)"
+    assert "parameters" in analysis and " 8 " in analysis  # 3*2 weights + 2 biases
+    flops = str(measure_flops(lambda: model(torch.ones(1, 3))))
+    assert "12 FLOPs" in flops  # 2 * (1*3*2) multiply-adds of the matmul
+    memory = str(measure_peak_memory(lambda: model(torch.ones(1, 3))))
+    assert memory.splitlines()[0].startswith("workload on cpu")
+    assert "peak (cpu_tracked_tensors)" in memory
+
+
+def test_diagnostics_are_summed_by_severity_with_their_codes() -> None:
+    diagnostics = [
+        Diagnostic(code="a", severity="warning", metric="x", message="m"),
+        Diagnostic(code="a", severity="warning", metric="y", message="m"),
+        Diagnostic(code="b", severity="info", metric="x", message="m"),
+    ]
+    text = brief_text("title", [("left out", None), ("note", "text")], diagnostics)
+    assert text.splitlines() == [
+        "title",
+        "  note: text",
+        "  diagnostics: 2 warning (a); 1 info (b)",
+    ]
+
+
+def test_ratio_interval_forms() -> None:
+    assert ratio_interval(None, None, None) == "—"
+    assert ratio_interval(1.25, None, None) == "x1.25"
+    assert ratio_interval(1.25, 1.2, 1.3) == "x1.25 [1.2, 1.3]"
+
+
+def test_every_kind_has_a_str_of_its_own() -> None:
+    for model in REPORT_TYPES.values():
+        assert "__str__" in vars(model.__mro__[1]) or "__str__" in vars(model)
