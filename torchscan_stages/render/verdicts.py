@@ -11,7 +11,6 @@ from __future__ import annotations
 from ..report import PerformanceDelta
 
 SHORT_REASON = 80  # under ~100 characters, so the widest row still fits a 1,124 px page
-UNDECIDED = frozenset({"inconclusive", "withheld", "not_comparable"})
 
 
 def statistic_text(delta: PerformanceDelta) -> str:
