@@ -21,7 +21,7 @@ from torchscan_stages.compare.judging import paired_deltas
 from torchscan_stages.provenance import build_provenance
 from torchscan_stages.render.bench_view import comparison_view
 from torchscan_stages.render.compare_markdown import comparison_markdown, gate_markdown
-from torchscan_stages.render.verdicts import SHORT_REASON, short_reason
+from torchscan_stages.render.verdicts import SHORT_REASON, short_reason, statistic_text
 from torchscan_stages.report import BenchmarkComparison, CheckResult, PerformanceDelta
 
 T = 1.05  # --max-slowdown
@@ -125,6 +125,8 @@ def test_row_table_line_and_gate_agree(path: str) -> None:
     text = comparison_markdown(result)
     [line] = [x for x in text.splitlines() if x.startswith("| latency.warmed |")]
     cells = [c.strip() for c in line.strip("|").split(" | ")]
+    assert "| metric | statistic | baseline | candidate |" in text  # the table names it
+    assert cells[1] == statistic_text(latency)  # e.g. "lower decile of per-call block averages"
     assert cells[6] == ("**WITHHELD**" if label == "withheld" else label)
     assert cells[7] == (row.reason or "—")
     # the gate: from the row's verdict only
