@@ -270,6 +270,11 @@ def main() -> None:
     )
     parser.add_argument("--json", default=None, help="with --table: also write the rows here")
     parser.add_argument(
+        "--no-tub",
+        action="store_true",
+        help="with --table: skip torch.utils.benchmark beside each run (half the time)",
+    )
+    parser.add_argument(
         "--pyperf-runs",
         type=int,
         default=0,
@@ -286,7 +291,9 @@ def main() -> None:
             pairs = tuple(p for p in PAIRS if p[0] in args.pairs.split(","))
         _host("pressure table")
         perf_runs = args.pyperf_runs if pyperf_installed() else 0
-        rows = pressure_table(args.runs, busy, cpu_load, chosen, pairs, perf_runs)
+        rows = pressure_table(
+            args.runs, busy, cpu_load, chosen, pairs, perf_runs, tub=not args.no_tub
+        )
         if args.json:
             with open(args.json, "w", encoding="utf-8") as handle:
                 json.dump(rows, handle, indent=1)

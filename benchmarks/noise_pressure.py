@@ -36,7 +36,7 @@ from torch.utils.benchmark import Timer
 
 from torchscan_stages.compare.benchmarks import compare_benchmarks
 
-PAIRS = (("A/A", 1.0), ("1.05x", 1.05), ("1.3x", 1.3), ("2x", 2.0))
+PAIRS = (("A/A", 1.0), ("1.05x", 1.05), ("1.3x", 1.3), ("2x", 2.0), ("3x", 3.0))
 PRESSURES: tuple[tuple[int, bool], ...] = ((0, False), (1, False), (2, False), (4, False))
 PRESSURES += ((8, False), (16, False))
 PRESSURES += ((1, True), (2, True), (4, True), (8, True), (16, True))
@@ -115,6 +115,8 @@ def _ours(
     paired["why"] = (
         why_inconclusive(latency.reason or "") if latency.verdict == "inconclusive" else None
     )
+    # a verdict given by the loaded-host rule (compare/loaded.py): the host was busy
+    paired["loaded"] = (latency.reason or "").startswith("loaded host")
     paired["stop_reason"] = result.settings.get("stop_reason")
     return latency.verdict, latency.ci_low, latency.ci_high, took, paired
 
@@ -204,6 +206,7 @@ def pressure_table(
     pressures: tuple[tuple[int, bool], ...] = PRESSURES,
     pairs: tuple[tuple[str, float], ...] = PAIRS,
     pyperf_runs: int = 0,
+    tub: bool = True,
 ) -> list[dict[str, Any]]:
     """Every pressure x pair x ``runs``; prints one row per (pressure, pair) as it goes.
     ``pyperf_runs``: the first that many runs of each cell also go through pyperf (one
@@ -228,6 +231,7 @@ def pressure_table(
             for name, truth in pairs:
                 ours, theirs, perf = Cell(), Cell(), Cell()
                 why: dict[str, int] = {}
+                loaded = 0
                 load = psutil.getloadavg()[0]
                 psi_start, wall_start = _psi_total(), time.monotonic()
                 shares: list[float] = []
@@ -237,10 +241,12 @@ def pressure_table(
                     ours.add(truth, verdict, (low, high), took, paired["overshoot_ms"])
                     if paired["why"] is not None:
                         why[paired["why"]] = why.get(paired["why"], 0) + 1
+                    loaded += bool(paired["loaded"])
                     if paired.get("cpu_share") is not None:
                         shares.append(paired["cpu_share"])
-                    their_verdict, _ratio, _ = _theirs(base, cand, took)
-                    theirs.add(truth, their_verdict, (None, None), took)
+                    if tub:
+                        their_verdict, _ratio, _ = _theirs(base, cand, took)
+                        theirs.add(truth, their_verdict, (None, None), took)
                     if seed < pyperf_runs:
                         perf_verdict, _ratio, perf_took = _pyperf(truth)
                         perf.add(truth, perf_verdict, (None, None), perf_took)
@@ -259,9 +265,11 @@ def pressure_table(
                     "median_s": statistics.median(ours.seconds),
                     "max_s": max(ours.seconds),
                     "inconclusive_why": why,
+                    "loaded_host_verdicts": loaded,
                     "load1": load,
                     "psi_some": psi,
                     "cpu_share": statistics.median(shares) if shares else None,
+                    "tub_runs": theirs.runs,
                     "tub_wrong": theirs.wrong,
                     "tub_detected": theirs.detected,
                     "pyperf_runs": perf.runs,
@@ -277,6 +285,7 @@ def pressure_table(
 def _row_text(row: dict[str, Any]) -> str:
     detect = "-" if row["pair"] == "A/A" else f"{row['detected']}/{row['runs']}"
     tub_detect = "-" if row["pair"] == "A/A" else f"{row['tub_detected']}/{row['runs']}"
+    tub_wrong = f"{row['tub_wrong']:>2}/{row['runs']:<2}" if row.get("tub_runs") else "  n/a"
     psi = "n/a" if row["psi_some"] is None else f"{row['psi_some']:.0%}"
     cpu = "n/a" if row["cpu_share"] is None else f"{row['cpu_share']:.2f}"
     return (
@@ -284,9 +293,9 @@ def _row_text(row: dict[str, Any]) -> str:
         f"{row['covered']:>3}/{row['decided']:<3} "
         f"{row['covered_corrected']:>3}/{row['decided']:<3} "
         f"{row['median_s']:>5.1f}s {row['load1']:>5.1f} "
-        f"{psi:>5} {cpu:>5} | {row['tub_wrong']:>2}/{row['runs']:<2} {tub_detect:>6}"
+        f"{psi:>5} {cpu:>5} | {tub_wrong} {tub_detect if row.get('tub_runs') else 'n/a':>6}"
         f" | t_max {row['max_s']:.1f}s undecided {row['inconclusive_why'] or '-'}"
-        + _pyperf_text(row)
+        f" loaded-host verdicts {row['loaded_host_verdicts']}" + _pyperf_text(row)
     )
 
 

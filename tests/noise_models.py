@@ -122,3 +122,14 @@ class SimulatedHost:
             return 1
 
         return call
+
+
+def preempted(share: float, slice_s: float = 4e-3) -> Host:
+    """Busy processes on every core: each block loses the CPU for 0.5-1.5 time slices of
+    ``slice_s`` with probability ``share`` (an involuntary switch), +-5% CPU jitter."""
+
+    def host(t: int, rng: random.Random) -> tuple[float, float]:
+        delay = slice_s * rng.uniform(0.5, 1.5) if rng.random() < share else 0.0
+        return 1.0 + rng.uniform(-0.05, 0.05), delay
+
+    return host

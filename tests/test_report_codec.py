@@ -33,13 +33,17 @@ from torchscan_stages import (
     measure_peak_rss,
     profile_workload,
 )
+from torchscan_stages.pipeline.evidence import comparison_evidence
 from torchscan_stages.predict import predict_peak_memory
+from torchscan_stages.provenance import build_provenance
 from torchscan_stages.report import (
     READABLE_VERSIONS,
     REPORT_TYPES,
     SCHEMA_VERSION,
     AnalysisReport,
     LayerRecord,
+    MetricEvidence,
+    MetricsEvidence,
     report_text,
     save_report,
 )
@@ -110,6 +114,14 @@ def _every_kind() -> dict[str, Any]:
         "served": served_sample(tokens=3),
         "served_capacity": capacity_sample(),
     }
+    reports["metrics_evidence"] = MetricsEvidence(
+        provenance=build_provenance(),
+        stage="compare",
+        metrics={
+            **comparison_evidence(reports["benchmark_comparison"]),
+            "warmed_median_s": MetricEvidence(status="complete", warnings=["too_few_blocks"]),
+        },
+    )
     assert {r.kind for r in reports.values()} == set(REPORT_TYPES)  # every kind is here
     return reports
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from latency_reports import BASE, latency_report
 
-from torchscan_stages.commands.compare import gate, main
+from torchscan_stages.commands.compare import main
+from torchscan_stages.compare.gate import gate, gate_row
 from torchscan_stages.provenance import build_provenance
 from torchscan_stages.report import (
     BenchmarkComparison,
@@ -158,3 +159,23 @@ def test_gate_markdown_uses_human_units(tmp_path: Path, capsys: pytest.CaptureFi
     assert "| 10.0 ms | 30.0 ms | 3.0000 |" in out
     assert "0.01 s" not in out and "e+" not in out
     assert math.isclose(3.0, 30.0 / 10.0)
+
+
+@pytest.mark.parametrize(
+    ("verdict", "ratio", "low", "high", "outcome"),
+    [
+        ("slower", 1.03, 1.02, 1.04, "passed"),  # slower (min_effect 2%) but within 1.05
+        ("slower", 1.04, 1.02, 1.07, "cannot_verify"),  # within at the point, not the interval
+        ("slower", 1.30, 1.25, 1.35, "failed"),
+        ("no_difference", 1.03, 0.99, 1.04, "passed"),
+        ("no_difference", 1.01, 0.97, 1.06, "cannot_verify"),  # min_effect 10%: reaches 1.06
+        ("inconclusive", 2.6, 2.54, 2.76, "cannot_verify"),  # the "fewer than 10 rounds"
+    ],
+)
+def test_the_gate_never_says_more_than_the_row(
+    verdict: str, ratio: float, low: float, high: float, outcome: str
+) -> None:
+    decision = gate_row(_comparison(ratio, low, high, verdict).deltas[0], 1.05)
+    assert decision.outcome == outcome, decision.reason
+    if verdict == "inconclusive":
+        assert decision.reason.startswith("the comparison could not decide: inconclusive")

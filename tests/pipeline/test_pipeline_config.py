@@ -347,8 +347,9 @@ def test_stage_help_says_what_it_measures_reads_and_writes() -> None:
     assert done.stdout.startswith("usage: python -m torchscan_stages.stages.latency")
     assert "Measures: one first call" in done.stdout
     assert "reads:  params.yaml keys model, input, device, precision, threads, seed" in done.stdout
-    assert "writes: reports/latency.json, metrics/latency.json, plots/latency_blocks.json" in (
-        done.stdout
+    assert (
+        "writes: reports/latency.json, metrics/latency.json, metrics/latency.evidence.json, plots/"
+        in (done.stdout)
     )
     assert "hydra" not in done.stdout.split("\n")[0]  # not Hydra's config dump
 

@@ -25,9 +25,15 @@ AMX = "processor\t: 0\nflags\t\t: fpu avx2 avx512f amx_bf16 amx_tile\n"
 
 
 def test_an_inconclusive_verdict_says_why_on_the_stage_line() -> None:
-    delta = SimpleNamespace(verdict="inconclusive", reason="the interval straddles 1.05")
-    assert verdict_text(delta) == "inconclusive: the interval straddles 1.05"
-    assert verdict_text(SimpleNamespace(verdict="slower", reason="x")) == "slower"
+    def delta(verdict: str, reason: str) -> SimpleNamespace:
+        return SimpleNamespace(verdict=verdict, reason=reason, withheld=False)
+
+    assert (
+        verdict_text(delta("inconclusive", "the interval straddles 1.05; was: slower, ..."))
+        == "inconclusive: the interval straddles 1.05"
+    )  # the short reason, as the page's row shows it
+    assert verdict_text(delta("slower", "x")) == "slower"
+    assert verdict_text(delta("slower", "loaded host: CI low x19.6 ...")) == "slower (loaded host)"
 
 
 def test_the_default_bf16_candidate_on_a_cpu_without_bf16_units_is_explained() -> None:
@@ -62,8 +68,12 @@ def test_crawl_accepts_fill_from_operators_and_gpt2_is_complete_with_it(tmp_path
 @pytest.mark.parametrize(
     ("stage", "writes"),
     [
-        ("compare", "reports/compare.json, reports/compare_diff.json, metrics/compare.json"),
-        ("predict", "reports/predict.json, metrics/predict.json"),
+        (
+            "compare",
+            "reports/compare.json, reports/compare_diff.json, metrics/compare.json, "
+            "metrics/compare.evidence.json",
+        ),
+        ("predict", "reports/predict.json, metrics/predict.json, metrics/predict.evidence.json"),
     ],
 )
 def test_stage_help_lists_everything_it_writes(stage: str, writes: str) -> None:

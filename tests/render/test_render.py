@@ -131,7 +131,7 @@ def test_comparison_check_first_and_withheld_marked() -> None:
     body = html.split("</style>", 1)[1]
     assert "b-faster" not in body and "v-faster" not in body  # never styled as a gain
     # ratio = 6.8 ms / 12.3 ms block medians = 0.553; CI = ratio * (0.97, 1.03)
-    assert "[×0.536, ×0.569] at 95 %" in html
+    assert "[0.536, 0.569]" in html and "95 % confidence" in html
     passed = render_report(samples.comparison(check_passed=True))
     assert '<tr class="v-faster">' in passed and "withheld" not in passed.split("Verdicts")[1][:400]
 
@@ -267,3 +267,22 @@ def test_reason_for_reads_metric_lists() -> None:
     diag = Diagnostic(code="unsupported_module", metric="module_flops,dmas", message="m", path="a")
     assert reason_for([diag], "dmas", "a") == "unsupported_module: m"
     assert reason_for([diag], "macs", "a") is None
+
+
+def test_metrics_evidence_page_marks_weak_points() -> None:
+    from torchscan_stages.report import MetricEvidence, MetricsEvidence
+
+    report = MetricsEvidence(
+        provenance=samples.provenance(),
+        stage="latency",
+        metrics={
+            "warmed_median_s": MetricEvidence(status="complete", warnings=["too_few_blocks"]),
+            "first_call_s": MetricEvidence(status="complete"),
+        },
+    )
+    html = render_report(report)
+    assert "metrics/latency.json" in html and "Evidence behind committed metrics" in html
+    rows = html.split('<table class="evidence">', 1)[1].split("</table>", 1)[0]
+    first, warmed = rows.split("<tr>")[2:4]  # sorted keys: first_call_s, warmed_median_s
+    assert "first_call_s" in first and ">full<" in first
+    assert "warmed_median_s" in warmed and ">weak<" in warmed and "too_few_blocks" in warmed

@@ -66,3 +66,20 @@ def test_ratio_interval_forms() -> None:
 def test_every_kind_has_a_str_of_its_own() -> None:
     for model in REPORT_TYPES.values():
         assert "__str__" in vars(model.__mro__[1]) or "__str__" in vars(model)
+
+
+def test_metrics_evidence_prints_its_weak_points() -> None:
+    from torchscan_stages.provenance import build_provenance
+    from torchscan_stages.report import MetricEvidence, MetricsEvidence
+
+    warned = MetricEvidence(status="complete", warnings=["too_few_blocks"])
+    report = MetricsEvidence(
+        provenance=build_provenance(),
+        stage="latency",
+        metrics={"warmed_median_s": warned, "first_call_s": MetricEvidence(status="complete")},
+    )
+    assert str(report).splitlines() == [
+        "evidence behind metrics/latency.json",
+        "  first_call_s: complete",
+        "  warmed_median_s: complete with warnings: too_few_blocks (weak point)",
+    ]

@@ -56,7 +56,7 @@ from .deltas import (
     withhold,
 )
 from .interleave import InterleavedRun, run_interleaved
-from .judging import paired_deltas
+from .judging import PairedOutcome, paired_deltas
 from .paired import rounds_record
 
 # The timing defaults live in LatencyOptions (COMPARE_DEFAULTS); these names stay for code
@@ -383,7 +383,7 @@ def _compare_workloads(
         diagnostics.append(warning)
     outcome = paired_deltas(run, judge, timed.method, timed.host)
     settings["paired"] = outcome.summary
-    latency = _with_noise(outcome.latency, run, judge, diagnostics)
+    latency = _with_noise(outcome, run, judge, diagnostics)
     diagnostics += outcome.diagnostics
     if timed.host is not None:
         diagnostics += host_diagnostics(timed.host, None, "latency.warmed")
@@ -418,13 +418,16 @@ def _compare_workloads(
 
 
 def _with_noise(
-    latency: PerformanceDelta, run: InterleavedRun, judge: Judge, diagnostics: list[Diagnostic]
+    outcome: PairedOutcome, run: InterleavedRun, judge: Judge, diagnostics: list[Diagnostic]
 ) -> PerformanceDelta:
-    """The ``latency_noisy`` warning beside the verdict (never instead of it)."""
+    """The ``latency_noisy`` warning beside the verdict (never instead of it), naming what
+    decided the verdict."""
+    latency = outcome.latency
     noise = max(relative_iqr(run.baseline_blocks), relative_iqr(run.candidate_blocks))
     if noise <= judge.max_noise:
         return latency
-    diagnostics.append(noise_diagnostic(noise, judge, latency.verdict))
+    decided_by = str(outcome.summary.get("decided_by", "the interval"))
+    diagnostics.append(noise_diagnostic(noise, judge, latency.verdict, decided_by))
     reason = f"{latency.reason}; noise warning: IQR/median {noise:.1%} > {judge.max_noise:.1%}"
     return latency.model_copy(update={"reason": reason})
 

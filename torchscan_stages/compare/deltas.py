@@ -153,16 +153,17 @@ class Judge:
         return latency_verdict(ratio, min_effect=self.min_effect)[0] in ("faster", "slower")
 
 
-def noise_diagnostic(noise: float, judge: Judge, verdict: str) -> Diagnostic:
-    """``latency_noisy``: shown beside a verdict, never turned into one."""
+def noise_diagnostic(noise: float, judge: Judge, verdict: str, decided_by: str) -> Diagnostic:
+    """``latency_noisy``: shown beside a verdict, never turned into one; it names what
+    decided the verdict (``decided_by``: the interval, the rounds, the busy host ...)."""
     return Diagnostic(
         code="latency_noisy",
         severity="warning",
         metric="latency.warmed",
         message=(
             f"block times are noisy (IQR/median up to {noise:.1%}, above max_noise "
-            f"{judge.max_noise:.1%}); the verdict '{verdict}' comes from the interval, "
-            "which accounts for it; the host was probably busy"
+            f"{judge.max_noise:.1%}); the verdict '{verdict}' was decided by {decided_by}; "
+            "the noise did not change it; the host was probably busy"
         ),
     )
 
@@ -187,12 +188,18 @@ def latency_delta(
     )
     verdict, reason = latency_verdict(estimate, min_effect=judge.min_effect)
     diagnostics: list[Diagnostic] = []
-    if min(len(base_blocks), len(cand_blocks)) < judge.min_blocks:
-        verdict, reason = "inconclusive", f"fewer than {judge.min_blocks} rounds; {reason}"
+    decided_by = "the interval"
+    blocks = min(len(base_blocks), len(cand_blocks))
+    if blocks < judge.min_blocks:
+        verdict, reason = (
+            "inconclusive",
+            f"fewer than {judge.min_blocks} rounds ({blocks}); {reason}",
+        )
+        decided_by = f"the rounds ({blocks}, fewer than min_blocks {judge.min_blocks})"
     noise = max(relative_iqr(base_blocks), relative_iqr(cand_blocks))
     if noise > judge.max_noise:
         reason += f"; noise warning: IQR/median {noise:.1%} > {judge.max_noise:.1%}"
-        diagnostics.append(noise_diagnostic(noise, judge, verdict))
+        diagnostics.append(noise_diagnostic(noise, judge, verdict, decided_by))
     latency_method = f"{method}_lower_decile"
 
     def result(blocks: list[float]) -> MetricResult:

@@ -23,6 +23,7 @@ from ..measure.host import pressure_text
 from ..report import Diagnostic, HostState, MetricResult, PerformanceDelta
 from .deltas import Judge
 from .interleave import InterleavedRun, RatioEstimate, latency_verdict
+from .loaded import Disturbance, beyond, disturbance, within_text
 from .paired import PairedEstimate, cpu_share, paired_ratio, paired_sides, widened
 
 SCOPE = "warmed_block_average"
@@ -91,22 +92,61 @@ def _judged(
 def _busy_reason(
     share: float | None, clean: int | None, rounds: int, judge: Judge, host: HostState | None
 ) -> str | None:
-    """Why the host was too busy for a verdict, naming the measured pressure; None if not."""
+    """Why the host was too busy for a verdict, naming the measured pressure; None if not.
+    The first clause (up to "; ") is short: it is what a page's row shows."""
     why: list[str] = []
     if share is not None and share < judge.min_cpu_share:
         why.append(
-            f"the workloads got {share:.0%} of their blocks' wall time as CPU time, below "
-            f"min_cpu_share {judge.min_cpu_share:.0%}"
+            f"the workloads got {share:.0%} of the wall time as CPU "
+            f"(min_cpu_share {judge.min_cpu_share:.0%})"
         )
     if clean is not None and clean < judge.min_blocks:
         why.append(
-            f"only {clean} of {rounds} rounds ran both blocks without losing the CPU "
-            f"(involuntary context switches), fewer than min_blocks {judge.min_blocks}"
+            f"only {clean} of {rounds} rounds ran both blocks undisturbed "
+            f"(min_blocks {judge.min_blocks})"
         )
     if not why:
         return None
     host_line = f"; host: {pressure_text(host)}" if host is not None else ""
     return "host too busy: " + "; ".join(why) + host_line
+
+
+def _declined_by_load(
+    estimate: PairedEstimate,
+    verdict: tuple[str, str],
+    busy: str,
+    found: Disturbance | None,
+    judge: Judge,
+) -> tuple[str, str]:
+    """A busy host's verdict: slower/faster with a "loaded host" note when the interval lies
+    beyond the measured disturbance (:mod:`.loaded`), else inconclusive with why."""
+    large = beyond(estimate, found, judge.min_effect) if found is not None else None
+    if large is not None:
+        return large[0], f"{large[1]}; {busy}"
+    return (
+        "inconclusive",
+        f"{busy}; was: {verdict[0]}, {verdict[1]}; {within_text(estimate, found)}",
+    )
+
+
+def _direction(estimate: PairedEstimate) -> str:
+    return "slower" if estimate.ratio >= 1.0 else "faster"
+
+
+def _busy_diagnostic(busy: str, verdict: tuple[str, str]) -> Diagnostic:
+    """``host_too_busy`` when the load declined the verdict; ``verdict_on_loaded_host`` when
+    the effect was beyond it (the verdict stands, with the pressure beside it)."""
+    if verdict[0] in ("slower", "faster"):
+        return Diagnostic(
+            code="verdict_on_loaded_host",
+            severity="warning",
+            metric="latency.warmed",
+            message=f"{verdict[0]} although {busy}: the effect lies beyond what the measured "
+            "load can explain (docs/comparison.md, 'Large effects on a loaded host')",
+        )
+    return Diagnostic(
+        code="host_too_busy", severity="warning", metric="latency.warmed", message=busy
+    )
 
 
 def paired_deltas(
@@ -129,20 +169,27 @@ def paired_deltas(
         paired_ratio(base, cand, confidence=judge.confidence), judge, control_est
     )
     diagnostics: list[Diagnostic] = []
+    found = None
+    decided_by = "the interval"
     if rounds < judge.min_blocks:
-        verdict = ("inconclusive", f"fewer than {judge.min_blocks} rounds; {verdict[1]}")
-    elif busy is not None:
-        verdict = ("inconclusive", f"{busy}; was: {verdict[0]}, {verdict[1]}")
-        diagnostics.append(
-            Diagnostic(
-                code="host_too_busy", severity="warning", metric="latency.warmed", message=busy
-            )
-        )
-    elif control_verdict is not None and control_verdict[0] in ("faster", "slower"):
+        decided_by = f"the rounds ({rounds}, fewer than min_blocks {judge.min_blocks})"
         verdict = (
             "inconclusive",
-            f"the A/A control (baseline against itself) came out {control_verdict[0]} "
-            f"({control_verdict[1]}): the run cannot tell a workload from itself; was: "
+            f"fewer than {judge.min_blocks} rounds ({rounds}); {verdict[1]}",
+        )
+    elif busy is not None:
+        traces = (run.baseline_trace, run.candidate_trace)
+        found = disturbance(sides, traces, judge.min_blocks, judge.confidence)
+        verdict = _declined_by_load(estimate, verdict, busy, found, judge)
+        diagnostics.append(_busy_diagnostic(busy, verdict))
+        decided = verdict[0] in ("slower", "faster")
+        decided_by = "the interval against the measured load" if decided else "the busy host"
+    elif control_verdict is not None and control_verdict[0] in ("faster", "slower"):
+        decided_by = "the A/A control"
+        verdict = (
+            "inconclusive",
+            f"the A/A control (baseline against itself) came out {control_verdict[0]}; "
+            f"the run cannot tell a workload from itself ({control_verdict[1]}); was: "
             f"{verdict[0]}, {verdict[1]}",
         )
     if control_est is not None:
@@ -161,6 +208,9 @@ def paired_deltas(
         "cpu_share": round(share, 4) if share is not None else None,
         "host_too_busy": busy is not None,
         "aa_control_ratio": control_est.ratio if control_est else None,
+        "disturbance_bound": round(found.bound(_direction(estimate)), 4) if found else None,
+        "loaded_host_verdict": busy is not None and verdict[0] in ("slower", "faster"),
+        "decided_by": decided_by,
     }
     cpu = _cpu_delta(run, judge)
     return PairedOutcome(latency, control, cpu, diagnostics, summary)
@@ -187,7 +237,7 @@ def _cpu_delta(run: InterleavedRun, judge: Judge) -> PerformanceDelta | None:
         paired_ratio(base, cand, confidence=judge.confidence), judge, control_est
     )
     if rounds < judge.min_blocks:
-        verdict = ("inconclusive", f"fewer than {judge.min_blocks} rounds; {verdict[1]}")
+        verdict = ("inconclusive", f"fewer than {judge.min_blocks} rounds ({rounds}); {verdict[1]}")
     if control_est is not None:
         _, control_verdict = _judged(control_est, judge, None)
         if control_verdict[0] in ("faster", "slower"):

@@ -87,11 +87,36 @@ def recheck_saved(comparison: BenchmarkComparison, where: str) -> str | None:
             host = comparison.baseline.provenance.host if comparison.baseline else None
             method = delta.method.removesuffix("_paired_median")
             fresh = paired_deltas(run, judge, method, host).latency
+            older = _judged_before_loaded_rule(delta, fresh, where)
+            if older is not None:
+                return older
         else:
             method = delta.method.removesuffix("_lower_decile")
             fresh, _ = latency_delta(*blocks, judge, paired=paired, method=method)
         _refuse_if_edited(delta, fresh, where)
     return None
+
+
+def _judged_before_loaded_rule(
+    delta: PerformanceDelta, fresh: PerformanceDelta, where: str
+) -> str | None:
+    """A comparison saved before the loaded-host rule (docs/comparison.md, "Large effects on
+    a loaded host"): its busy-host row says inconclusive where the rule now gives a verdict
+    from the same numbers. Not an edit: the gate keeps the recorded row (it cannot verify)
+    and says how to apply the rule."""
+    same = (
+        _same(delta.ratio, fresh.ratio)
+        and _same(delta.ci_low, fresh.ci_low)
+        and _same(delta.ci_high, fresh.ci_high)
+    )
+    if not (same and delta.verdict == "inconclusive" and fresh.verdict in ("slower", "faster")):
+        return None
+    if not (fresh.reason or "").startswith("loaded host"):
+        return None
+    return (
+        f"{where} was judged before the loaded-host rule: its row is inconclusive, the rule "
+        f"now gives {fresh.verdict} from the same rounds; compare the reports again to apply it"
+    )
 
 
 def _refuse_if_edited(delta: PerformanceDelta, fresh: PerformanceDelta, where: str) -> None:

@@ -3,7 +3,9 @@ written in the README (a test keeps the three equal).
 
 ``git add`` names exactly the files the pipeline owns: ``dvc.lock`` (every output's hash),
 ``params.yaml`` (conf/'s composition), ``metrics/`` and ``plots/`` (``cache: false``: git
-carries them for ``dvc metrics diff`` / ``dvc plots diff`` / ``dvc exp show``) and
+carries them for ``dvc metrics diff`` / ``dvc plots diff`` / ``dvc exp show``; ``metrics/``
+holds each stage's ``<stage>.evidence.json`` sidecar too, the status and validity warnings
+behind every metrics key, so a past point is weighed without the DVC cache) and
 ``reports/.gitignore`` (DVC's list of cached reports). Never ``conf/``: that is your source;
 commit the files you changed there as you commit code, not whatever half-written file sits
 beside them. The reports themselves go to the DVC remote (``.venv/bin/dvc push``: spelled

@@ -23,7 +23,10 @@ from .loader import read_params, to_plain, under_dvc
 from .schema import ConfigError, PipelineConfig, config_section, validate_config
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ..report import BaseReport, MetricResult, RunContext
+    from ..report.evidence import MetricEvidence
 
 WORKLOAD_KEYS = ("model", "input", "device", "precision", "threads", "seed")
 # What a counting stage (crawl, flops, memory, predict) reads: the workload without
@@ -82,11 +85,30 @@ class StageContext:
         self.pending[path] = report_text(report)
         return path
 
-    def write_metrics(self, values: dict[str, Any], name: str | None = None) -> Path:
-        """Flat metrics (DVC ``metrics``): complete numbers only, sorted stable keys."""
+    def write_metrics(
+        self,
+        values: dict[str, Any],
+        name: str | None = None,
+        evidence: Mapping[str, MetricEvidence] | None = None,
+    ) -> Path:
+        """Flat metrics (DVC ``metrics``): complete numbers only, sorted stable keys; and
+        beside them ``<name>.evidence.json``: per key, the value's status and validity
+        warnings (``evidence``; a key without one is a plain complete value, or unavailable
+        when its value is None). Both are staged and written together, atomically."""
+        from ..provenance import build_provenance
+        from ..report import report_text
+        from ..report.evidence import SIDECAR_SUFFIX, MetricsEvidence
+        from .evidence import keys_evidence
+
         flat = {key: values[key] for key in sorted(values) if values[key] is not None}
         path = self.metrics_path(name)
         self.pending[path] = json.dumps(flat, indent=2) + "\n"
+        sidecar = MetricsEvidence(
+            provenance=build_provenance(),
+            stage=name or self.stage,
+            metrics=keys_evidence(values, evidence),
+        )
+        self.pending[path.with_name(path.stem + SIDECAR_SUFFIX)] = report_text(sidecar)
         return path
 
     def write_plot(self, rows: list[dict[str, Any]], name: str) -> Path:

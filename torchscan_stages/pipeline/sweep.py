@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..report.evidence import SIDECAR_SUFFIX
 from .job_status import JOB_STATUS, record_sweep_failures, recorded_failure, write_job_status
 
 NOTE = (
@@ -166,6 +167,8 @@ def _job_row(job_dir: Path, root: Path, *, listed: bool = False) -> dict[str, An
         if key in status_doc:
             row[key] = status_doc[key]
     for metrics_file in sorted((job_dir / "metrics").glob("*.json")):
+        if metrics_file.name.endswith(SIDECAR_SUFFIX):  # the evidence beside the metrics
+            continue
         metrics = _object(_read_json(metrics_file, problems), metrics_file, problems)
         for key, value in metrics.items():
             # '_', not '.': a dot in a field name means a nested field to vega-lite (dvc plots)

@@ -30,6 +30,7 @@ from .format import (
     thousands,
 )
 from .svg import bar_chart, latency_plot, metric_bar
+from .verdicts import comparison_verdict, short_reason, statistic_text, verdict_label
 
 
 @dataclass(slots=True)
@@ -357,15 +358,20 @@ def diff_view(report: ReportDiff) -> DiffView:
 
 @dataclass(slots=True)
 class VerdictRow:
+    """One line of the verdicts table (metric, ratio, interval, verdict, a short reason);
+    ``details`` go behind a disclosure: the full reason, the statistic and the values."""
+
     metric: str
     how: str
     baseline: Cell
     candidate: Cell
     ratio: str
     ci: str
-    verdict: str
+    verdict: str  # what the row shows, e.g. "slower (loaded host)"
+    verdict_class: str  # the badge's class: the verdict itself
     withheld: bool
-    reason: str | None
+    reason: str  # the short reason (under ~100 characters), "" when there is none
+    details: list[tuple[str, str]]
 
 
 @dataclass(slots=True)
@@ -380,26 +386,41 @@ class ComparisonView:
     baseline: BenchmarkView | None
     candidate: BenchmarkView | None
     charts: list[Chart]
+    verdict: tuple[str, str] | None  # (badge class, text) of its warmed-latency row
 
 
 def _verdict_row(d: PerformanceDelta) -> VerdictRow:
     withheld = d.withheld or d.verdict == "withheld"
-    ratio = f"×{d.ratio:.3f}" if d.ratio is not None else DASH
-    if d.ci_low is not None and d.ci_high is not None:
-        level = f" at {d.confidence * 100:g} %" if d.confidence is not None else ""
-        ci = f"[×{d.ci_low:.3f}, ×{d.ci_high:.3f}]{level}"
-    else:
-        ci = DASH
+    ratio = f"×{d.ratio:.3g}" if d.ratio is not None else DASH
+    ci = (
+        f"[{d.ci_low:.3g}, {d.ci_high:.3g}]"
+        if d.ci_low is not None and d.ci_high is not None
+        else DASH
+    )
+    baseline, candidate = metric_cell(d.baseline), metric_cell(d.candidate)
+    details = [
+        ("statistic", statistic_text(d)),
+        ("baseline → candidate", f"{baseline.text} → {candidate.text}"),
+        ("unit · scope · method", f"{d.unit} · {d.scope} · {d.method}"),
+    ]
+    if d.confidence is not None and d.ci_low is not None:
+        details.append(
+            ("interval", f"{d.confidence * 100:g} % confidence, ratio candidate / baseline")
+        )
+    if d.reason:
+        details.append(("reason in full", d.reason))
     return VerdictRow(
         metric=d.metric,
         how=f"{d.unit} · {d.scope} · {d.method}",
-        baseline=metric_cell(d.baseline),
-        candidate=metric_cell(d.candidate),
+        baseline=baseline,
+        candidate=candidate,
         ratio=ratio,
         ci=ci,
-        verdict="withheld" if withheld else d.verdict,
+        verdict=verdict_label(d),
+        verdict_class="withheld" if withheld else d.verdict,
         withheld=withheld,
-        reason=d.reason,
+        reason=short_reason(d.reason),
+        details=details,
     )
 
 
@@ -462,4 +483,5 @@ def comparison_view(report: BenchmarkComparison) -> ComparisonView:
         if report.candidate is not None
         else None,
         charts=[],
+        verdict=comparison_verdict(report.deltas),
     )

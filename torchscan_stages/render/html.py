@@ -24,9 +24,11 @@ from ..report import (
     REPORT_TYPES,
     AnalysisReport,
     AnyReport,
+    BenchmarkComparison,
     BenchmarkReport,
     FlopReport,
     MetricResult,
+    MetricsEvidence,
     PredictionReport,
     ReportDiff,
     ServedCapacity,
@@ -55,12 +57,14 @@ from .common import (
     provenance_view,
     shared_provenance,
 )
+from .evidence_view import evidence_rows
 from .format import describe_value, humanize_text, metric_cell
 from .history_view import history_body, history_status, history_status_note
 from .prediction_view import prediction_view
 from .served_view import capacity_view, served_view
 from .sweep_view import sweep_view
 from .tree_data import RUN_MIN, script_json, tree_data
+from .verdicts import comparison_verdict, short_reason, verdict_label
 
 ReportSource = AnyReport | str | bytes | os.PathLike[str]
 
@@ -74,6 +78,7 @@ _KIND_LABEL = {
     "history": "History across commits",
     "served": "Served latency under load",
     "served_capacity": "Served capacity at a latency bound",
+    "metrics_evidence": "Evidence behind committed metrics",
 }
 
 
@@ -146,6 +151,8 @@ def _headlines(report: AnyReport) -> list[Headline]:
         if heads and _unchanged(report):
             heads[-1].note = SAME_MODEL_NOTE
         return heads
+    if isinstance(report, MetricsEvidence):
+        return []  # its table is the content: one row per metrics key
     if isinstance(report, PredictionReport):
         # a CUDA target on a CPU-only run is on purpose (predict.device): say so on the line
         note = "CUDA's allocator, predicted on fake tensors: no GPU needed"
@@ -209,12 +216,14 @@ def _top_operator(profile: Any) -> Headline:
 
 
 def _verdict_note(delta: Any) -> str:
-    """``ratio 1.27 (slower)``: the comparison's row says what the candidate's number means."""
+    """``ratio 1.27 (slower)``: the comparison's row says what the candidate's number means,
+    in one line: an undecided row's short reason beside it (the full one is on its row)."""
     if delta.withheld or delta.verdict == "withheld":  # no ratio: never read as a gain or loss
-        return f"withheld: {delta.reason}" if delta.reason else "withheld"
+        return f"withheld: {short_reason(delta.reason)}" if delta.reason else "withheld"
     ratio = f"ratio {delta.ratio:.3g}" if delta.ratio is not None else "no ratio"
-    why = f": {delta.reason}" if delta.reason and delta.verdict in _UNDECIDED else ""
-    return f"{ratio} ({str(delta.verdict).replace('_', ' ')}{why})"
+    label = verdict_label(delta).replace("_", " ").replace(" (loaded host)", ", loaded host")
+    why = f": {short_reason(delta.reason)}" if delta.reason and delta.verdict in _UNDECIDED else ""
+    return f"{ratio} ({label}{why})"
 
 
 # verdicts that say nothing about the candidate without their reason beside them
@@ -239,6 +248,11 @@ def _status(report: AnyReport) -> Status:
     if isinstance(report, BenchmarkReport) and not numbers and report.profile:
         # a profile-only report has no headline number; its operators table is its evidence
         return "complete" if report.profile.operators else "unavailable"
+    if isinstance(report, MetricsEvidence):
+        states = {e.status for e in report.metrics.values()}
+        if not states or states == {"unavailable"}:
+            return "unavailable"
+        return "complete" if states == {"complete"} else "partial"
     if isinstance(report, ReportDiff):
         states = {d.status for d in report.totals.values()}
         if not states or states == {"unavailable"}:
@@ -260,6 +274,8 @@ def _title(report: AnyReport) -> str:
         return f"{report.before_model} → {report.after_model}"
     if isinstance(report, HistoryReport):
         return f"History {report.rev_range}"
+    if isinstance(report, MetricsEvidence):
+        return f"metrics/{report.stage}.json"
     return f"{report.baseline_name or 'baseline'} vs {report.candidate_name or 'candidate'}"
 
 
@@ -339,6 +355,8 @@ def _view(report: AnyReport, flops_elsewhere: str | None = None) -> dict[str, An
         return {"served": served_view(report)}
     if isinstance(report, ServedCapacity):
         return {"capacity": capacity_view(report)}
+    if isinstance(report, MetricsEvidence):
+        return {"evidence": evidence_rows(report)}
     return {"cmp": comparison_view(report)}
 
 
@@ -412,6 +430,7 @@ class IndexEntry:
     status: Status
     heads: list[Headline]
     diagnostics: int
+    verdict: tuple[str, str] | None = None  # a comparison's: (badge class, text)
 
 
 def render_index(
@@ -455,6 +474,9 @@ def _index(sources: list[ReportSource], output: str | os.PathLike[str] | None, t
                 status=_status(report),
                 heads=_headlines(report)[:3],
                 diagnostics=len(report.diagnostics),
+                verdict=comparison_verdict(report.deltas)
+                if isinstance(report, BenchmarkComparison)
+                else None,
             )
         )
         elsewhere = _same_flops_elsewhere(report, reports)

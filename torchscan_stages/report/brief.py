@@ -177,6 +177,19 @@ def _prediction(report: Any) -> tuple[str, list[BriefItem]]:
     return f"{named('predicted peak memory', report.name)} on {where}", items
 
 
+def _evidence(report: Any) -> tuple[str, list[BriefItem]]:
+    """One line per metrics key: its status, and why it is not a full point when it is not."""
+    items: list[BriefItem] = []
+    for key, found in sorted(report.metrics.items()):
+        text = found.status + (
+            f" with warnings: {', '.join(found.warnings)}" if found.warnings else ""
+        )
+        if found.verdict is not None:
+            text += f"; verdict {found.verdict}"
+        items.append((key, text + ("" if found.clean else " (weak point)")))
+    return f"evidence behind metrics/{report.stage}.json", items
+
+
 _BRIEFS: dict[str, Callable[[Any], tuple[str, list[BriefItem]]]] = {
     "flops": _flops,
     "analysis": _analysis,
@@ -184,4 +197,5 @@ _BRIEFS: dict[str, Callable[[Any], tuple[str, list[BriefItem]]]] = {
     "report_diff": _report_diff,
     "benchmark_comparison": _comparison,
     "prediction": _prediction,
+    "metrics_evidence": _evidence,
 }

@@ -42,6 +42,11 @@ class MetricEvidence(_Model):
         )
 
 
+SIDECAR_SUFFIX = ".evidence.json"
+"""``metrics/<stage>.json``'s sidecar is ``metrics/<stage>.evidence.json`` (not a metrics file:
+readers of ``metrics/*.json`` skip names ending in this)."""
+
+
 class MetricsEvidence(_Report):
     """The sidecar of one stage's metrics file: one :class:`MetricEvidence` per key."""
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any, TypeAlias, get_args
 
 from pydantic import Field
 
+from .evidence import MetricsEvidence
 from .history import HistoryReport
 from .models import (
     AnalysisReport,
@@ -32,7 +33,8 @@ AnyReport: TypeAlias = Annotated[
     | PredictionReport
     | HistoryReport
     | ServedReport
-    | ServedCapacity,
+    | ServedCapacity
+    | MetricsEvidence,
     Field(discriminator="kind"),
 ]
 

@@ -17,14 +17,23 @@ from ..pipeline.runner import WORKLOAD_KEYS, StageContext, stage_main
 KEYS = (*WORKLOAD_KEYS, "compare", "candidate")
 
 
-WRITES = ("reports/compare.json", "reports/compare_diff.json", "metrics/compare.json")
+WRITES = (
+    "reports/compare.json",
+    "reports/compare_diff.json",
+    "metrics/compare.json",
+    "metrics/compare.evidence.json",
+)
 
 
 def verdict_text(delta: Any) -> str:
-    """``inconclusive: the interval [0.9, 1.3] straddles ...``: the why on the console too."""
+    """``inconclusive: fewer than 10 rounds (5)``, ``slower (loaded host)``: the verdict as
+    the page shows it, with an undecided row's short reason (render.verdicts)."""
+    from ..render.verdicts import short_reason, verdict_label
+
+    label = verdict_label(delta)
     if delta.verdict == "inconclusive" and delta.reason:
-        return f"{delta.verdict}: {delta.reason}"
-    return str(delta.verdict)
+        return f"{label}: {short_reason(delta.reason)}"
+    return label
 
 
 def check_text(check: Any, limit: int = 300) -> str:
@@ -107,9 +116,11 @@ def run(ctx: StageContext) -> None:
     if note:
         ctx.headline.append(note)
         comparison = with_bf16_note(comparison, note)
+    from ..pipeline.evidence import comparison_evidence
+
     ctx.write_report(comparison)
     ctx.write_report(result.diff, "compare_diff")
-    ctx.write_metrics(result.metrics())
+    ctx.write_metrics(result.metrics(), evidence=comparison_evidence(comparison))
 
 
 if __name__ == "__main__":

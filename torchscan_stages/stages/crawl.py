@@ -22,7 +22,12 @@ from ..pipeline.feedback import figure
 from ..pipeline.runner import COUNT_KEYS, StageContext, complete_value, stage_main
 
 KEYS = (*COUNT_KEYS, "crawl")  # not threads: counts do not depend on it
-WRITES = ("reports/crawl.json", "metrics/crawl.json", "plots/layer_flops.json")
+WRITES = (
+    "reports/crawl.json",
+    "metrics/crawl.json",
+    "metrics/crawl.evidence.json",
+    "plots/layer_flops.json",
+)
 TOTALS = (
     "parameters",
     "parameter_bytes",
@@ -49,7 +54,10 @@ def run(ctx: StageContext) -> None:
             mode=ctx.config.crawl.mode,
             fill_from_operators=ctx.config.crawl.fill_from_operators,
         )
+    from ..pipeline.evidence import evidence_of
+
     metrics: dict[str, Any] = {key: complete_value(getattr(report.totals, key)) for key in TOTALS}
+    evidence = {key: evidence_of(getattr(report.totals, key)) for key in TOTALS}
     totals = report.totals
     ctx.headline = [
         figure("module FLOPs", totals.module_flops),
@@ -58,7 +66,7 @@ def run(ctx: StageContext) -> None:
         figure("operator FLOPs", totals.operator_flops),
     ]
     ctx.write_report(report)
-    ctx.write_metrics(metrics)
+    ctx.write_metrics(metrics, evidence=evidence)
     ctx.write_plot(layer_flops_rows(report), "layer_flops")
 
 

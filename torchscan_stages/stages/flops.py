@@ -20,7 +20,7 @@ from ..pipeline.feedback import figure
 from ..pipeline.runner import COUNT_KEYS, StageContext, complete_value, stage_main
 
 KEYS = (*COUNT_KEYS, "flops")  # not threads: counts do not depend on it
-WRITES = ("reports/flops.json", "metrics/flops.json")
+WRITES = ("reports/flops.json", "metrics/flops.json", "metrics/flops.evidence.json")
 
 
 def run(ctx: StageContext) -> None:
@@ -38,12 +38,18 @@ def run(ctx: StageContext) -> None:
         figure("total FLOPs", report.total),
         figure("product FLOPs", report.product_flops),
     ]
+    from ..pipeline.evidence import evidence_of
+
     ctx.write_report(report)
     ctx.write_metrics(
         {
             "total_flops": complete_value(report.total),
             "product_flops": complete_value(report.product_flops),
-        }
+        },
+        evidence={
+            "total_flops": evidence_of(report.total),
+            "product_flops": evidence_of(report.product_flops),
+        },
     )
 
 

@@ -28,7 +28,12 @@ from ..pipeline.runner import (
     stage_main,
 )
 
-WRITES = ("reports/latency.json", "metrics/latency.json", "plots/latency_blocks.json")
+WRITES = (
+    "reports/latency.json",
+    "metrics/latency.json",
+    "metrics/latency.evidence.json",
+    "plots/latency_blocks.json",
+)
 KEYS = (*WORKLOAD_KEYS, "latency", "budgets")
 
 
@@ -55,6 +60,7 @@ def run(ctx: StageContext) -> None:
     record_execution(report, workload.precision)
     section = report.latency
     metrics: dict[str, Any] = {}
+    evidence: dict[str, Any] = {}
     if section is not None:
         metrics["first_call_s"] = complete_value(section.first_call)
         metrics["warmed_median_s"] = complete_value(section.warmed)
@@ -64,6 +70,7 @@ def run(ctx: StageContext) -> None:
         report.diagnostics.extend(
             budget_outcome(metrics, "warmed_median_s", section.warmed, cfg.budgets.latency_median_s)
         )
+        evidence = latency_evidence(report, metrics)
         caveats = latency_caveats(report)  # on the same line as the number they qualify
         ctx.headline = [
             figure("warmed median", section.warmed, caveats),
@@ -71,10 +78,30 @@ def run(ctx: StageContext) -> None:
             figure("throughput", section.throughput, caveats),
         ]
     ctx.write_report(report)
-    ctx.write_metrics(metrics)
+    ctx.write_metrics(metrics, evidence=evidence)
     # Raw warmed block averages (seconds per call); none at all when nothing was timed.
     times = section.block_times_s if section is not None else []
     ctx.write_plot([{"block": i, "time_s": t} for i, t in enumerate(times, 1)], "latency_blocks")
+
+
+def latency_evidence(report: Any, metrics: dict[str, Any]) -> dict[str, Any]:
+    """Per metrics key, the status and validity warnings of its value: the warmed figures
+    (median, IQR, throughput, the budget check on the median) carry the timing's warnings
+    (one block, the backstop, a loaded host, noise); the first call is one sample."""
+    from ..pipeline.evidence import evidence_of, warning_codes
+
+    section = report.latency
+    codes = warning_codes(report.diagnostics, ("latency",))
+    warmed = evidence_of(section.warmed, codes)
+    found = {
+        "first_call_s": evidence_of(section.first_call),
+        "warmed_median_s": warmed,
+        "throughput_per_s": evidence_of(section.throughput, codes),
+        "warmed_median_s_within_budget": warmed,
+    }
+    if "warmed_iqr_s" in metrics:
+        found["warmed_iqr_s"] = warmed
+    return found
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from ..pipeline.runner import (
     stage_main,
 )
 
-WRITES = ("reports/memory.json", "metrics/memory.json")
+WRITES = ("reports/memory.json", "metrics/memory.json", "metrics/memory.evidence.json")
 KEYS = (*COUNT_KEYS, "memory", "budgets")
 
 
@@ -38,10 +38,18 @@ def run(ctx: StageContext) -> None:
     # at torch's own thread count: tracked tensors and allocator peaks do not depend on it
     report = measure_peak_memory(workload, device=workload.device, name=workload.name)
     record_execution(report, workload.precision)
+    from ..pipeline.evidence import evidence_of, warning_codes
+
     metrics: dict[str, Any] = {}
+    evidence: dict[str, Any] = {}
     results = report.memory.results if report.memory is not None else []
     for result in results:
         metrics[f"peak_{result.scope}_bytes"] = complete_value(result)
+        codes = warning_codes(report.diagnostics, (f"memory.{result.scope}", result.scope))
+        evidence[f"peak_{result.scope}_bytes"] = evidence_of(result, codes)
+        evidence[f"peak_{result.scope}_bytes_within_budget"] = evidence[
+            f"peak_{result.scope}_bytes"
+        ]
     # The budget applies to the device's own scope: allocator peak on an accelerator,
     # tracked tensors on the CPU. Scopes are never summed.
     scope = "cpu_tracked_tensors" if workload.device.type == "cpu" else "accelerator_allocated"
@@ -53,7 +61,7 @@ def run(ctx: StageContext) -> None:
     )
     ctx.headline = [figure(f"peak {r.scope}", r) for r in results]
     ctx.write_report(report)
-    ctx.write_metrics(metrics)
+    ctx.write_metrics(metrics, evidence=evidence)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from ..pipeline.feedback import figure
 from ..pipeline.runner import COUNT_KEYS, StageContext, complete_value, stage_main
 
 KEYS = (*COUNT_KEYS, "predict")  # not threads: counts do not depend on it
-WRITES = ("reports/predict.json", "metrics/predict.json")
+WRITES = ("reports/predict.json", "metrics/predict.json", "metrics/predict.evidence.json")
 
 
 def _with_batch(cfg: Any, batch: int | None) -> Any:
@@ -166,12 +166,23 @@ def run(ctx: StageContext) -> None:
         metrics[f"predicted_peak_bytes_batch_{point.batch}"] = complete_value(point.peak)
         if point.fits is not None:
             metrics[f"predicted_fits_batch_{point.batch}"] = int(point.fits)
+    from ..pipeline.evidence import evidence_of
     from ..render.caveats import prediction_caveats
 
+    caveats = prediction_caveats(report)  # the peak's warnings, on every figure built on it
+    evidence = {key: evidence_of(None) for key in metrics}
+    evidence["predicted_peak_bytes"] = evidence_of(report.peak, caveats)
+    for category, result in report.by_category.items():
+        evidence[f"predicted_{category}_bytes"] = evidence_of(result, caveats)
+    for point in curve:
+        evidence[f"predicted_peak_bytes_batch_{point.batch}"] = evidence_of(point.peak, caveats)
+    for key, value in metrics.items():
+        if key.startswith("predicted_fits") and value is not None:
+            evidence[key] = evidence_of(report.peak, caveats)
     # a CUDA prediction's warnings (kernels it could not follow) on the number's own line
     ctx.headline = [figure("predicted peak", report.peak, prediction_caveats(report))]
     ctx.write_report(report)
-    ctx.write_metrics(metrics)
+    ctx.write_metrics(metrics, evidence=evidence)
 
 
 if __name__ == "__main__":

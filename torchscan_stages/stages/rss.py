@@ -34,7 +34,7 @@ from ..pipeline.runner import (
     stage_main,
 )
 
-WRITES = ("reports/rss.json", "metrics/rss.json")
+WRITES = ("reports/rss.json", "metrics/rss.json", "metrics/rss.evidence.json")
 KEYS = (*WORKLOAD_KEYS, "rss", "budgets")
 
 
@@ -112,11 +112,19 @@ def run(ctx: StageContext) -> None:
             execution.unlink(missing_ok=True)
     record_execution(report, ctx.config.precision)
     metrics: dict[str, Any] = {}
+    evidence: dict[str, Any] = {}
     section = report.rss
     if section is not None:
+        from ..pipeline.evidence import evidence_of, warning_codes
+
         metrics["peak_rss_bytes"] = complete_value(section.peak)
+        peak = evidence_of(section.peak, warning_codes(report.diagnostics, ("rss.peak",)))
+        evidence["peak_rss_bytes"] = evidence["peak_rss_bytes_within_budget"] = peak
+        phase_codes = warning_codes(report.diagnostics, ("rss.phases",))
         for phase in section.phases:
-            metrics[f"phase_{phase.name}_peak_rss_bytes"] = complete_value(phase.peak_rss)
+            key = f"phase_{phase.name}_peak_rss_bytes"
+            metrics[key] = complete_value(phase.peak_rss)
+            evidence[key] = evidence_of(phase.peak_rss, phase_codes)
         report.diagnostics.extend(
             budget_outcome(
                 metrics, "peak_rss_bytes", section.peak, ctx.config.budgets.peak_rss_bytes
@@ -125,7 +133,7 @@ def run(ctx: StageContext) -> None:
         ctx.headline = [figure("peak RSS", section.peak)]
         ctx.headline += [figure(f"{phase.name} phase", phase.peak_rss) for phase in section.phases]
     ctx.write_report(report)
-    ctx.write_metrics(metrics)
+    ctx.write_metrics(metrics, evidence=evidence)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,13 @@
 Measures: per-request latency percentiles (LoadGen's own, arrival to completion), queueing
 delay and service time, offered and achieved rates and LoadGen's validity verdict, in the
 scenario of ``serve`` (conf/serve/). Writes: reports/serve.json (ServedReport) and
-metrics/serve.json (complete values only).
+metrics/serve.json (complete values only) with its evidence sidecar.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 if not __package__:  # run as a file: its relative imports cannot work
     sys.exit(
@@ -19,7 +20,7 @@ if not __package__:  # run as a file: its relative imports cannot work
 from ..pipeline.feedback import figure
 from ..pipeline.runner import WORKLOAD_KEYS, StageContext, record_execution, stage_main
 
-WRITES = ("reports/serve.json", "metrics/serve.json")
+WRITES = ("reports/serve.json", "metrics/serve.json", "metrics/serve.evidence.json")
 KEYS = (*WORKLOAD_KEYS, "serve")
 
 
@@ -48,7 +49,18 @@ def run(ctx: StageContext) -> None:
         figure("achieved", report.achieved_qps),
     ]
     ctx.write_report(report)
-    ctx.write_metrics(served_metrics(report))
+    ctx.write_metrics(served_metrics(report), evidence=served_evidence(report))
+
+
+def served_evidence(report: Any) -> dict[str, Any]:
+    """Each metrics key's status and the run's validity warnings (LoadGen's INVALID verdict,
+    requests over the bound, a loaded host...): a served figure from an invalid or disturbed
+    run is never a full point for history."""
+    from ..pipeline.evidence import evidence_of
+    from ..serve.metrics import METRIC_FIELDS, served_field
+
+    codes = {d.code for d in report.diagnostics if d.severity in ("warning", "error")}
+    return {name: evidence_of(served_field(report, name), codes) for name in METRIC_FIELDS}
 
 
 if __name__ == "__main__":
