@@ -2,6 +2,8 @@
 
 Only the names of the public contract (docs/api.md) live here. They load on first use, so
 ``import torchscan_stages`` (and the pipeline's env stage) does not import torch.
+
+Never: imports torch, dvc, hydra or transformers at import time.
 """
 
 from __future__ import annotations

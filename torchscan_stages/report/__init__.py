@@ -28,6 +28,8 @@ Schema-version policy (``SCHEMA_VERSION``, written into every report):
 
 Every number a report carries is checked on load: counts, bytes, FLOPs and times are finite
 and non-negative, so a report ``load_report`` accepts can always be rendered.
+
+Never: measures, or lays out a page (number forms and ``print(report)`` lines only).
 """
 
 from __future__ import annotations
