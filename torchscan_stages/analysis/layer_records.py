@@ -27,6 +27,7 @@ from ..report import (
     combine_sum,
     trusted_construct,
 )
+from .call_tree import call_depths
 from .call_values import tensor_sums
 from .handlers import (
     FILL_METHOD,
@@ -545,6 +546,7 @@ def _records(
     seen: set[int] = set()
     records = []
     direct = all(_DIRECT.values())  # the written orders still match the models
+    depths = call_depths(calls)  # path depth; a re-entered module's calls nested (call_tree)
     for i, call in enumerate(calls):
         module = call.module
         entry = sums.get(id(module))
@@ -580,7 +582,7 @@ def _records(
                     "path": path,
                     "call_index": call.call_index,
                     "name": path.rpartition(".")[2],
-                    "depth": 0 if not path else path.count(".") + 1,
+                    "depth": depths[i],
                     "type": type(module).__name__,
                     "is_leaf": not module._modules,
                     "handler": handler.label if handler is not None else None,

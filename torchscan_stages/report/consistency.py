@@ -71,8 +71,9 @@ def _check_verdict(delta: Any) -> None:
 
 
 def check_analysis(layers: Sequence[Any], totals: Any) -> None:
-    """Records: unique (path, call_index), the root module at depth 0; the totals of module
-    FLOPs, MACs and DMAs equal to the sum over the root (depth 0) records."""
+    """Records: unique (path, call_index), the root module's first call at depth 0; the totals
+    of module FLOPs, MACs and DMAs equal to the sum over the depth-0 records (a re-entered
+    root call is nested deeper: it is inside the first call's sum)."""
     if not layers:
         return
     seen: set[tuple[str, int]] = set()
@@ -86,7 +87,9 @@ def check_analysis(layers: Sequence[Any], totals: Any) -> None:
         seen.add(key)
         if layer.call_index < 0:
             raise ValueError(f"layers.{index}.call_index: {layer.call_index} is negative")
-        root = layer.path == ""  # the module crawled itself
+        # the module crawled itself; a later call of it inside its own forward (a module
+        # that calls itself) is nested one level below the call that made it
+        root = layer.path == "" and layer.call_index == 0
         if layer.depth < 0 or (root and layer.depth != 0):
             raise ValueError(
                 f"layers.{index}: depth {layer.depth} of path {layer.path!r}; expected depth "

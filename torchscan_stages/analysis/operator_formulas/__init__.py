@@ -18,6 +18,7 @@ from . import (  # noqa: F401  (registration side effects)
     matmul,
     norms,
     optim,
+    packed_sequence,
     padding,
     pointwise,
     pooling,

@@ -1,0 +1,121 @@
+"""Cases from the peers' own suites (fvcore, torchinfo) the crawl once got wrong or refused.
+
+Each expected number is worked out by hand beside its assertion.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from torchscan_stages import crawl_module, load_report
+from torchscan_stages.render.analysis_view import build_tree
+from torchscan_stages.report import report_text
+
+
+class RecursiveScopeNet(nn.Module):
+    """fvcore's ``test_recursive_scope`` model: the root calls itself three times, then fc."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(10, 1)
+
+    def forward(self, x: torch.Tensor, count: int = 3) -> torch.Tensor:
+        if count > 0:
+            return self(x, count - 1)
+        return self.fc(x)
+
+
+class RecursiveChild(nn.Module):
+    """A child that re-enters itself (twice) beside a plain sibling."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = RecursiveScopeNet()
+        self.head = nn.Linear(1, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.block(x, 2))
+
+
+def test_fvcore_recursive_scope_is_one_record_per_call_nested() -> None:
+    report = crawl_module(RecursiveScopeNet(), args=(torch.randn(1, 10),))
+    calls = [(layer.path, layer.call_index, layer.depth) for layer in report.layers]
+    # the root's four calls, each one level inside the last; fc inside the innermost
+    assert calls == [("", 0, 0), ("", 1, 1), ("", 2, 2), ("", 3, 3), ("fc", 0, 4)]
+    # fvcore: total() == total("fc") == 10 MACs (Linear 10 -> 1, batch 1: 10 * 1)
+    assert report.totals.macs.value == 10 and report.totals.macs.is_complete
+    # module FLOPs: 2 * 10 MACs + 1 bias add = 21, counted once (not 4 * 21 = 84)
+    assert report.totals.module_flops.value == 21
+    assert report.totals.operator_flops.value == 20  # addmm: 2 * 1 * 10 * 1
+    tree = build_tree(report.layers)
+    assert len(tree) == 1  # one root call; the others nested in it
+    node, chain = tree[0], []
+    while node.children:
+        (node,) = node.children
+        chain.append((node.record.path, node.record.call_index))
+    assert chain == [("", 1), ("", 2), ("", 3), ("fc", 0)]
+    assert load_report(report_text(report)) == report  # compact form: same consistency rules
+    assert load_report(report.model_dump_json()) == report
+
+
+def test_a_recursive_child_nests_under_its_own_first_call() -> None:
+    report = crawl_module(RecursiveChild(), args=(torch.randn(1, 10),))
+    calls = [(layer.path, layer.call_index, layer.depth) for layer in report.layers]
+    assert calls == [
+        ("", 0, 0),
+        ("block", 0, 1),
+        ("block", 1, 2),
+        ("block", 2, 3),
+        ("block.fc", 0, 4),
+        ("head", 0, 1),  # after the re-entries: its path depth again
+    ]
+    # block.fc 10 MACs + head 1 * 2 = 12 MACs; FLOPs 21 + (2 * 2 + 2 bias) = 27
+    assert (report.totals.macs.value, report.totals.module_flops.value) == (12, 27)
+
+
+def test_a_root_record_re_entered_at_depth_zero_is_still_summed() -> None:
+    """Editing a nested root call back to depth 0 makes it a second root: its sum no longer
+    matches the totals, and loading says so."""
+    report = crawl_module(RecursiveScopeNet(), args=(torch.randn(1, 10),))
+    document = json.loads(report.model_dump_json())
+    document["layers"][1]["depth"] = 0
+    # 21 + 21: the first two root calls
+    with pytest.raises(ValueError, match=r"module_flops: 21 contradicts .*, which sum to 42"):
+        load_report(json.dumps(document))
+
+
+class PackedLSTM(nn.Module):
+    """The usual packed-sequence model: pack, LSTM, pad back (lengths sorted, the default)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(4, 3, batch_first=True)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        packed = pack_padded_sequence(x, lengths, batch_first=True)
+        out, _ = self.lstm(packed)
+        return pad_packed_sequence(out, batch_first=True)[0]
+
+
+def test_packed_sequences_are_data_movement_and_the_lstm_stays_counted() -> None:
+    report = crawl_module(PackedLSTM(), args=(torch.randn(2, 5, 4), torch.tensor([5, 3])))
+    ignored = {op.operator: op.reason for op in report.operator_flops.ignored_operators}
+    assert ignored["aten._pack_padded_sequence"].startswith("data movement")
+    assert not [d for d in report.diagnostics if d.code == "uncounted_operator"]
+    # 5 + 3 = 8 packed steps; per step 4 gates x 3 hidden x (4 in + 3 recurrent) = 84 MACs
+    lstm = report.layers[1]
+    assert lstm.metrics.macs.value == 8 * 84 and lstm.metrics.macs.is_complete
+    # FLOPs per step: 2 * 84 + 2 * 4 * 3 bias adds + 22 * 3 element-wise = 258; x 8 = 2064
+    assert lstm.metrics.module_flops.value == 2064
+    assert report.totals.module_flops.value == 2064 and report.totals.module_flops.is_complete
+    # operator FLOPs, all the LSTM's (the pack and pad add none, nor does its handler):
+    # products 2 * 8 steps * 4 in * 12 gates + 2 * 8 * 3 hidden * 12 = 768 + 576 = 1344;
+    # element-wise per step 12 gate adds + 3 cell adds + 9 muls + 9 sigmoids + 3 + 3 tanh = 39
+    assert report.totals.operator_flops.is_complete
+    assert report.totals.operator_flops.value == 1344 + 8 * 39 == 1656
+    assert lstm.operator_flops.inclusive.value == 1656
