@@ -511,6 +511,12 @@ INTEGRATIONS: list[Case] = [
         ValueError,
         "token_inputs: seq_len must be an int >= 0, got -1",
     ),
+    (
+        "hf-config-negative-count",
+        lambda t: _hf("build_hf_model", config_class="GPT2Config", n_layer=-1, n_embd=8),
+        ValueError,
+        "GPT2Config.n_layer must be >= 0 (its default is 12), got -1",
+    ),
 ]
 
 WORKLOADS: list[Case] = [
@@ -519,6 +525,13 @@ WORKLOADS: list[Case] = [
         lambda t: measure_flops(lambda x: x),
         TypeError,  # type: ignore[arg-type, misc]
         "missing 1 required positional argument: 'x'",
+    ),
+    (
+        "latency-clock-not-a-number",
+        lambda t: measure_latency(lambda: None, clock=lambda: "now"),
+        TypeError,
+        "clock must return seconds as a number, such as time.perf_counter(); clock() returned "
+        "'now' (str)",
     ),
 ]
 

@@ -30,9 +30,9 @@ from ..report import (
     PredictionReport,
     ReportDiff,
     Status,
-    atomic_write_text,
     check_output_path,
     load_report,
+    write_output,
 )
 from .analysis_view import (
     LAZY_LAYERS,
@@ -293,7 +293,7 @@ def _page(title: str, body: Markup, scripted: bool = False) -> str:
 
 def _write(html: str, output: str | os.PathLike[str] | None) -> str:
     if output is not None:
-        atomic_write_text(output, html)
+        write_output(output, html)  # a path that cannot be written: ValueError naming it
     return html
 
 
