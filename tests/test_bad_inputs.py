@@ -86,12 +86,6 @@ API: list[Case] = [
         "pass either input_shape (generated inputs) or args",
     ),
     (
-        "crawl-no-input",
-        lambda t: crawl_module(_model()),
-        ValueError,
-        "give input_shape (generated inputs) or args/kwargs",
-    ),
-    (
         "crawl-not-a-module",
         lambda t: crawl_module("model", (4,)),
         TypeError,  # type: ignore[arg-type]

@@ -6,13 +6,14 @@ Each expected number is worked out by hand beside its assertion.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from torchscan_stages import crawl_module, load_report
+from torchscan_stages import crawl_module, load_report, summary
 from torchscan_stages.render.analysis_view import build_tree
 from torchscan_stages.report import report_text
 
@@ -119,3 +120,127 @@ def test_packed_sequences_are_data_movement_and_the_lstm_stays_counted() -> None
     assert report.totals.operator_flops.is_complete
     assert report.totals.operator_flops.value == 1344 + 8 * 39 == 1656
     assert lstm.operator_flops.inclusive.value == 1656
+
+
+# ------------------------------------------------------------------ torchinfo: no input
+
+
+class SingleInputNet(nn.Module):
+    """torchinfo's ``SingleInputNet`` (``test_basic_summary``: ``summary(model)``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
+        self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
+        self.conv2_drop = nn.Dropout2d(0.3)
+        self.fc1 = nn.Linear(320, 50)
+        self.fc2 = nn.Linear(50, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise AssertionError("no input given: the forward must not run")
+
+
+class ParameterA(nn.Module):  # no forward at all
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(1024))
+
+
+class ParameterB(ParameterA):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3)
+
+
+class EmptyModule(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.parameter = torch.rand(3, 3, requires_grad=True)  # a plain tensor attribute
+
+    def forward(self) -> dict[str, torch.Tensor]:
+        return {"loss": self.parameter.sum()}
+
+
+class RegisterParameter(nn.Sequential):
+    def __init__(self, *blocks: nn.Module) -> None:
+        super().__init__(*blocks)
+        self.register_parameter("weights", nn.Parameter(torch.zeros(len(blocks))))
+
+
+class UninitializedParameterModel(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.param = nn.UninitializedParameter()
+
+
+# (model, total parameters, own parameters per module in named_modules order), each worked
+# out by hand: Conv2d(i, o, k) = o*i*k*k + o, Linear(i, o) = i*o + o
+NO_INPUT_CASES = {
+    # 10*1*25 + 10 = 260; 20*10*25 + 20 = 5,020; 320*50 + 50 = 16,050; 50*10 + 10 = 510
+    "basic_summary": (SingleInputNet, 21_840, [0, 260, 5_020, 0, 16_050, 510]),
+    "single_linear_layer": (lambda: nn.Linear(2, 5), 15, [15]),  # 2*5 + 5
+    "empty_module": (EmptyModule, 0, [0]),  # the tensor is not registered: no parameter
+    "empty_module_list": (nn.ModuleList, 0, [0]),
+    "single_parameter_a": (ParameterA, 1_024, [1_024]),
+    "single_parameter_b": (ParameterB, 1_192, [1_024, 168]),  # 6*3*9 + 6 = 168
+    # 2 + (2*2 + 2) * 2 = 14
+    "register_parameter": (
+        lambda: RegisterParameter(nn.Linear(2, 2), nn.Linear(2, 2)),
+        14,
+        [2, 6, 6],
+    ),
+    "model_on_device": (lambda: nn.Linear(10, 10), 110, [110]),  # 10*10 + 10 (gpu_test)
+    "parts_on_devices": (
+        lambda: nn.Sequential(nn.Linear(10, 10), nn.Linear(10, 10)),
+        220,
+        [0, 110, 110],
+    ),
+}
+
+
+def test_torchinfo_no_input_cases_give_parameters_only_reports() -> None:
+    for name, (factory, total, own) in NO_INPUT_CASES.items():
+        model = factory()
+        flags = [m.training for m in model.modules()]
+        report = crawl_module(model)
+        assert report.totals.parameters.value == total, name
+        assert report.totals.trainable_parameters.value == total, name
+        assert [layer.params.parameters for layer in report.layers] == own, name
+        assert [m.training for m in model.modules()] == flags  # nothing switched to eval
+        for metric in ("module_flops", "macs", "dmas", "operator_flops"):
+            assert getattr(report.totals, metric).status == "unavailable", (name, metric)
+        assert all(layer.output is None for layer in report.layers)
+        assert [d.code for d in report.diagnostics] == ["no_input"]
+        assert load_report(report_text(report)) == report
+
+
+def test_no_input_counts_shared_weights_once_and_splits_frozen_and_buffers() -> None:
+    model = nn.Sequential(nn.Embedding(10, 4), nn.Linear(4, 10, bias=False), nn.BatchNorm1d(4))
+    model[1].weight = model[0].weight  # tied: one 40-element tensor under two modules
+    model[2].requires_grad_(False)
+    report = crawl_module(model)
+    totals = report.totals
+    # 10*4 = 40 tied weight once + BatchNorm's 4 + 4 frozen affine = 48
+    assert (totals.parameters.value, totals.frozen_parameters.value) == (48, 8)
+    assert totals.trainable_parameters.value == 40
+    # running_mean 4 + running_var 4 + num_batches_tracked 1 = 9 buffer elements
+    assert totals.buffer_elements.value == 9
+    assert [
+        (layer.params.parameters, layer.params.shared_parameters) for layer in report.layers
+    ] == [
+        (0, 0),
+        (40, 0),
+        (40, 40),  # shown by the embedding already
+        (8, 0),
+    ]
+    assert report.subtree_parameters()[""] == 48
+
+
+def test_no_input_on_a_lazy_model_is_a_lower_bound_with_a_warning(capsys: Any) -> None:
+    report = summary(UninitializedParameterModel())
+    # torchinfo says 0 (complete); the parameter has no size yet: >= 0, partial
+    assert report.totals.parameters.status == "partial"
+    assert report.totals.parameters.known_value == 0
+    (lazy,) = [d for d in report.diagnostics if d.code == "uninitialized_parameters"]
+    assert "<root>" in lazy.message and lazy.severity == "warning"
+    assert "Parameters: >=0 (trainable >=0" in capsys.readouterr().out

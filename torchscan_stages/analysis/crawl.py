@@ -42,7 +42,6 @@ from ..workloads import eager_compiled_code, lazy_output_diagnostic
 from . import module_formulas  # noqa: F401  (fills the built-in handler registry)
 from ._guards import depth_headroom, model_lock
 from ._walk import named_modules
-from .call_values import tensor_sums
 from .handlers import (
     HANDLERS,
     SCOPE,
@@ -53,7 +52,7 @@ from .handlers import (
     validate_custom_modules,
 )
 from .hf_registration import register_for
-from .layer_records import Built, Call, Mode, build, sum_metric, unavailable
+from .layer_records import Built, Call, Mode, build
 from .model_forms import (
     data_free_kind,
     scripted_diagnostics,
@@ -61,8 +60,10 @@ from .model_forms import (
     without_data_diagnostics,
 )
 from .operators import OperatorCounter, StackOwner, classify_custom_mapping
+from .parameters_only import parameters_only
 from .parametrized import inside_parametrizations, with_parametrizations
 from .tensor_meta import call_meta, meta_of
+from .totals import lazy_diagnostic, lazy_paths, model_totals
 
 COST_METRICS = ("module_flops", "macs", "dmas")
 
@@ -171,7 +172,8 @@ def _prepare_call(
     dtype: Any,
     device: Any,
     mode: Any,
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
+) -> tuple[tuple[Any, ...] | None, dict[str, Any]]:
+    """The call's (args, kwargs); args None: no input was given (parameters only)."""
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
     if mode not in ("full", "structure"):
@@ -191,8 +193,8 @@ def _prepare_call(
     if input_shape is None:
         if dtype is not None or device is not None:
             raise ValueError("dtype and device apply to generated inputs only; give input_shape")
-        if args is None and kwargs is None:
-            raise ValueError("give input_shape (generated inputs) or args/kwargs (your inputs)")
+        if args is None and kwargs is None:  # a parameters-only report
+            return None, call_kwargs
         if args is None:
             return (), call_kwargs
         if isinstance(args, torch.Tensor):
@@ -427,36 +429,6 @@ class _Recorder:
             call.error = f"{type(error).__name__}: {text}"
 
 
-# ------------------------------------------------------------------------------- totals
-
-
-def _count(value: int, unit: str) -> MetricResult:
-    return MetricResult.complete(value, unit=unit, scope="model", method="parameter_count")
-
-
-def _totals(
-    modules: list[nn.Module], built: Built, roots: list[int], operator_total: MetricResult
-) -> AnalysisTotals:
-    total, trainable, pbytes, buffer_elements, bbytes, _sizes = tensor_sums(modules)
-    cost = {}
-    for name in COST_METRICS:
-        cost[name] = sum_metric(name, [built.aggregates[i][name] for i in roots])
-        if not roots:
-            cost[name] = unavailable(name)
-    return AnalysisTotals(
-        parameters=_count(total, "parameters"),
-        trainable_parameters=_count(trainable, "parameters"),
-        frozen_parameters=_count(total - trainable, "parameters"),
-        parameter_bytes=_count(pbytes, "bytes"),
-        buffer_elements=_count(buffer_elements, "elements"),
-        buffer_bytes=_count(bbytes, "bytes"),
-        module_flops=cost["module_flops"],
-        macs=cost["macs"],
-        dmas=cost["dmas"],
-        operator_flops=operator_total,
-    )
-
-
 # -------------------------------------------------------------------------------- crawl
 
 
@@ -486,6 +458,12 @@ def crawl_module(
     custom = validate_custom_modules(custom_modules)
     mapping = classify_custom_mapping(custom_mapping)
     fill = _check_fill(fill_from_operators)
+    if call_args is None:  # no input at all: parameters only, nothing runs (parameters_only)
+        report = parameters_only(module, mode)
+        report.diagnostics[:0] = notes + scripted_diagnostics(module)
+        if strict and (incomplete := _incomplete(report, [])):
+            raise IncompleteAnalysisError(report, incomplete)
+        return report
     notes += scripted_diagnostics(module)
     notes += without_data_diagnostics(data_free_kind([call_args, call_kwargs]))
     # see _gc and _guards: no collections during the call, one crawl per model at a time,
@@ -638,7 +616,11 @@ def _assemble(
                 "DMAs, receptive field and operator FLOPs were not computed (use mode='full')",
             )
         )
-    totals = _totals(recorder.modules, built, recorder.roots, operator_total)
+    lazy = lazy_paths(module, recorder.modules)  # lazy modules the forward did not call
+    totals = model_totals(recorder.modules, built, recorder.roots, operator_total, lazy)
+    lazy_note = lazy_diagnostic(*lazy)
+    if lazy_note is not None:
+        diagnostics.append(lazy_note)
     empty = _empty_input(call_args, call_kwargs)
     if empty is not None:
         diagnostics.append(empty)

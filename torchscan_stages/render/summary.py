@@ -135,11 +135,12 @@ def format_table(
     out = [rule, line(COLUMNS), rule, *(line(r) for r in rows), rule]
     t = report.totals
     out += [
-        f"Parameters: {compact_number(t.parameters.value or 0)} "
-        f"(trainable {compact_number(t.trainable_parameters.value or 0)}, "
-        f"frozen {compact_number(t.frozen_parameters.value or 0)}), "
-        f"{compact_number(t.parameter_bytes.value or 0)} bytes; "
-        f"buffers {compact_number(t.buffer_elements.value or 0)} elements",
+        # a lazy model's counts are lower bounds (>=N), never a short figure shown as exact
+        f"Parameters: {compact_metric(t.parameters)} "
+        f"(trainable {compact_metric(t.trainable_parameters)}, "
+        f"frozen {compact_metric(t.frozen_parameters)}), "
+        f"{compact_metric(t.parameter_bytes)} bytes; "
+        f"buffers {compact_metric(t.buffer_elements)} elements",
         f"Module FLOPs: {compact_metric(t.module_flops)}   MACs: {compact_metric(t.macs)}   "
         f"DMAs: {compact_metric(t.dmas)} elements   (method {t.macs.method}, mode {report.mode})",
         f"Operator FLOPs: {compact_metric(t.operator_flops)}{_products(report)}   "
