@@ -43,6 +43,7 @@ from . import module_formulas  # noqa: F401  (fills the built-in handler registr
 from ._guards import depth_headroom, model_lock
 from ._walk import named_modules
 from .handlers import (
+    DECLINED,
     HANDLERS,
     SCOPE,
     CallContext,
@@ -300,12 +301,14 @@ class _Recorder:
         ops = counter.live_owner_ops(key) if counter is not None else None
         if ops is None:
             return OwnOperators(0, 0, True, True, ()) if counter is not None else None
+        calls = {**ops.counted_calls, **ops.uncounted_calls}
         return OwnOperators(
             ops.flops,
             ops.product_flops,
             ops.complete,
             ops.complete and not ops.unclassified_calls,
-            tuple(sorted({**ops.counted_calls, **ops.uncounted_calls})),
+            tuple(sorted(calls)),
+            calls,
         )
 
     def pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
@@ -422,6 +425,9 @@ class _Recorder:
                     call.result = handler.callback(context)
             else:
                 call.result = handler.callback(context)
+            if call.result is DECLINED:  # a subclass that ran other work: no handler after all
+                call.handler, call.result = None, None
+                return
             if "parametrizations" in call.module._modules:
                 call.result = with_parametrizations(call.result, call.module, call.path)
         except Exception as error:  # a failing estimate must not break the forward

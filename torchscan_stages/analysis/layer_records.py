@@ -40,6 +40,7 @@ from .handlers import (
     as_diagnostics,
     complete_metric,
     expectation,
+    passed_over,
     to_metric,
 )
 from .operators import OperatorCounter, OwnerOps
@@ -321,12 +322,20 @@ def _unsupported(own: _Own, i: int, call: Call, ops: OwnerOps | None, what: str)
         else "its module metrics are a lower bound or unavailable"
     )
     name = type(call.module).__name__
+    base = passed_over(type(call.module))  # a subclass that replaced a handled forward
+    why = ""
+    if base is not None:
+        why = (
+            f" (it replaces {base.__name__}.forward and runs other arithmetic than "
+            f"{base.__name__}'s handler describes)"
+        )
     own.diagnostics.append(
         Diagnostic(
             code="unsupported_module",
             path=call.path,
             metric="module_flops,dmas" if macs_free or products else "module_flops,macs,dmas",
-            message=f"{kind} {name} at {call.path or '<root>'} has no handler and its own "
+            message=f"{kind} {name} at {call.path or '<root>'} has no handler"
+            f"{why} and its own "
             f"forward computes outside its children ({what}); {affected}. Fix: "
             f"custom_modules={{{name}: ModuleHandler(...)}}, or fill_from_operators=[{name}] "
             "to take its own operator count.",
