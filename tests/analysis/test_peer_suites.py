@@ -5,12 +5,16 @@ Each expected number is worked out by hand beside its assertion.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections import namedtuple
 from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.distributions import Categorical, Normal
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from torchscan_stages import crawl_module, load_report, summary
@@ -244,3 +248,85 @@ def test_no_input_on_a_lazy_model_is_a_lower_bound_with_a_warning(capsys: Any) -
     (lazy,) = [d for d in report.diagnostics if d.code == "uninitialized_parameters"]
     assert "<root>" in lazy.message and lazy.severity == "warning"
     assert "Parameters: >=0 (trainable >=0" in capsys.readouterr().out
+
+
+# -------------------------------------------------------- torchinfo: object outputs
+
+
+class CategoricalOutputModel(nn.Module):
+    """torchinfo's ``test_categorical_distribution_output`` model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(10, 5)
+        self.log_softmax = nn.LogSoftmax(dim=-1)
+
+    def forward(self, x: torch.Tensor) -> Categorical:
+        return Categorical(logits=self.log_softmax(self.linear(x)))
+
+
+class NormalOutputModel(nn.Module):
+    """torchinfo's ``test_normal_distribution_output`` model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mean_layer = nn.Linear(10, 5)
+        self.std_layer = nn.Linear(10, 5)
+
+    def forward(self, x: torch.Tensor) -> Normal:
+        return Normal(loc=self.mean_layer(x), scale=F.softplus(self.std_layer(x)))
+
+
+@dataclasses.dataclass
+class Heads:
+    logits: torch.Tensor
+    hidden: tuple[torch.Tensor, torch.Tensor]
+    label: str = "x"  # no tensor: not recorded
+
+
+Point = namedtuple("Point", ["x", "y"])
+
+
+class Holder:
+    def __init__(self, value: torch.Tensor) -> None:
+        self.value = value
+        self._cache = value  # private: not recorded
+        self.count = 3
+
+
+class ObjectOutputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> tuple[Heads, Point, Holder]:
+        y = self.linear(x)
+        return Heads(y, (y, x)), Point(y, x), Holder(y)
+
+
+def _shapes(meta: Any) -> Any:
+    """A ValueMeta as nested (type, {key: shape}) for short assertions."""
+    if meta.kind == "tensor":
+        return meta.shape
+    inner = [_shapes(item) for item in meta.items or []]
+    return (meta.type_name, dict(zip(meta.keys, inner, strict=True)) if meta.keys else inner)
+
+
+def test_distribution_outputs_record_their_tensors_by_attribute() -> None:
+    report = crawl_module(CategoricalOutputModel(), (10,))
+    assert report.totals.parameters.value == 55  # torchinfo: Linear(10, 5) 50 + 5
+    assert _shapes(report.layers[0].output) == ("Categorical", {"logits": [1, 5]})
+    report = crawl_module(NormalOutputModel(), (10,))
+    assert report.totals.parameters.value == 110  # two Linear(10, 5): 2 * 55
+    assert _shapes(report.layers[0].output) == ("Normal", {"loc": [1, 5], "scale": [1, 5]})
+    assert load_report(report_text(report)) == report
+
+
+def test_dataclass_named_tuple_and_object_outputs_by_attribute_path(capsys: Any) -> None:
+    report = summary(ObjectOutputs(), args=(torch.rand(3, 4),))
+    heads, point, holder = _shapes(report.layers[0].output)[1]
+    assert heads == ("Heads", {"logits": [3, 2], "hidden": (None, [[3, 2], [3, 4]])})
+    assert point == ("Point", {"x": [3, 2], "y": [3, 4]})
+    assert holder == ("Holder", {"value": [3, 2]})
+    assert "Point(x: [3, 2], y: [3, 4])" in capsys.readouterr().out
+    assert load_report(report_text(report)) == report

@@ -21,6 +21,11 @@ def describe_shape(meta: ValueMeta | None) -> str:
         return "-"
     if meta.kind == "tensor":
         return "[" + ", ".join(str(d) for d in meta.shape or []) + "]"
+    if meta.kind != "dict" and meta.keys and meta.items and meta.type_name:
+        # a named tuple's fields or an object's tensors by attribute: Normal(loc: [1, 5], ...)
+        pairs = zip(meta.keys[:3], meta.items[:3], strict=False)
+        shown = ", ".join(f"{key}: {describe_shape(item)}" for key, item in pairs)
+        return f"{meta.type_name}({shown}{', ...' if len(meta.keys) > 3 else ''})"
     if meta.kind in ("tuple", "list"):
         inner = [describe_shape(i) for i in meta.items or [] if i.kind != "none"]
         if len(inner) == 1:

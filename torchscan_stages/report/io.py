@@ -324,18 +324,41 @@ def check_output_path(
             )
 
 
+# what a path itself can be wrong with (a full disk or an I/O error stays an OSError)
+_PATH_ERRORS = frozenset(
+    {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS}
+    | {errno.ENAMETOOLONG, errno.ELOOP, errno.EEXIST, errno.EINVAL}
+)
+
+
+class OutputPathError(OSError, ValueError):
+    """An output file that cannot be written: a ``ValueError`` (a bad argument) that is also
+    the ``OSError`` it was, so callers catching either get one line naming the path."""
+
+    def __init__(self, code: int | None, why: str, path: str) -> None:
+        super().__init__(code, why, path)
+        shown = path if path.isprintable() else repr(path)
+        self.message = f"cannot write {shown}: {why}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def write_output(path: str | os.PathLike[str], text: str | bytes) -> Path:
     """:func:`atomic_write_text` for a file a user named: a path that cannot be written (a
-    directory, a folder under a file, ``/proc``, no permission, a full disk) is one
-    ``ValueError`` naming it, never a temporary file's ``OSError``."""
+    directory, a folder under a file, ``/proc``, no permission) is one
+    :class:`OutputPathError` naming it, never a temporary file's ``FileNotFoundError``; a
+    full disk or an I/O error is the ``OSError`` it was."""
     try:
         return atomic_write_text(path, text)
     except OSError as error:
+        if error.errno not in _PATH_ERRORS:  # a full disk, an I/O error: not the path's fault
+            raise
         why = error.strerror or type(error).__name__
         folder = Path(path).parent
         if error.errno == errno.ENOENT and folder.is_dir():  # /proc, a vanished folder
             why = f"its folder {str(folder)!r} does not accept new files ({why})"
-        raise ValueError(f"cannot write {str(path)!r}: {why}") from None
+        raise OutputPathError(error.errno, why, str(path)) from None
 
 
 def report_text(report: BaseReport) -> str:
