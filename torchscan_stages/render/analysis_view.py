@@ -170,7 +170,8 @@ def _layer_row(
     if layer_diags:
         flagged = "; ".join(f"{d.code}: {d.message}" for d in layer_diags[:3])
     name = record.name or record.path or "(root)"
-    call = f" (call {record.call_index + 1})" if record.call_index else ""
+    # call_index k is "(call k)" in the text table, this page and the JSON alike (0 = first)
+    call = f" (call {record.call_index})" if record.call_index else ""
     output, output_full = output_texts(record)
     return LayerRow(
         name=name + call,

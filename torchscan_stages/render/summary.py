@@ -139,6 +139,7 @@ def format_table(
     rule = "-" * len(line(COLUMNS))
     out = [rule, line(COLUMNS), rule, *(line(r) for r in rows), rule]
     t = report.totals
+    repeats = any(layer.call_index for layer in report.layers)
     out += [
         # a lazy model's counts are lower bounds (>=N), never a short figure shown as exact
         f"Parameters: {compact_metric(t.parameters)} "
@@ -150,7 +151,9 @@ def format_table(
         f"DMAs: {compact_metric(t.dmas)} elements   (method {t.macs.method}, mode {report.mode})",
         f"Operator FLOPs: {compact_metric(t.operator_flops)}{_products(report)}   "
         "(method operator_dispatch, column Op FLOPs; never added to module FLOPs)",
-        "Markers: >=N partial (lower bound), n/a unavailable.",
+        "Markers: >=N partial (lower bound), n/a unavailable."
+        # one numbering in text, HTML and JSON: "(call k)" is the record's call_index k
+        + (" (call k): a repeat call, call_index k (the first, 0, unmarked)." if repeats else ""),
     ]
     if report.diagnostics:
         grouped = _diagnostic_lines(report)
