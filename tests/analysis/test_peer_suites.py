@@ -124,6 +124,29 @@ def test_packed_sequences_are_data_movement_and_the_lstm_stays_counted() -> None
     assert report.totals.operator_flops.is_complete
     assert report.totals.operator_flops.value == 1344 + 8 * 39 == 1656
     assert lstm.operator_flops.inclusive.value == 1656
+    # DMAs counted: the LSTM's 188 (its handler) + the root's own data movement, 149 elements:
+    # pack reads and writes the 8 kept steps x 4 (2 * 32) + 2 lengths + 5 batch sizes = 71;
+    # pad writes its [2, 5, 3] output (30) and copies the steps back in two runs of equal
+    # batch size, 3 steps x 2 rows and 2 steps x 1 row of 3 features: 2*18 + 2*6 = 48
+    assert lstm.metrics.dmas.value == 188
+    assert report.layers[0].metrics.dmas.value == 188 + 71 + 30 + 48 == 337
+    assert report.totals.dmas.is_complete
+    assert not [d for d in report.diagnostics if d.code == "unmodelled_data_movement"]
+
+
+class Concatenate(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Identity(), nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.a(x), self.b(x)], dim=1)
+
+
+def test_a_concatenating_forward_counts_its_dmas() -> None:
+    report = crawl_module(Concatenate(), (3,))
+    # cat reads 2 x [1, 3] and writes [1, 6]: 6 + 6 = 12 elements (was a lower bound of 0)
+    assert report.totals.dmas.value == 12 and report.totals.dmas.is_complete
 
 
 # ------------------------------------------------------------------ torchinfo: no input

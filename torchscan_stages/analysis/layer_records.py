@@ -215,8 +215,11 @@ def _own_ops_state(ops: OwnerOps | None, counter: OperatorCounter) -> tuple[bool
         return False, False, ""
     arithmetic = ops.flops > 0 or bool(ops.uncounted_calls)
     names = sorted([n for n, f in ops.op_flops.items() if f > 0] + list(ops.uncounted_calls))
-    moves = [
-        n for n in ops.ignored_calls if not counter.ignored_reason(n).startswith(_VIEW_LIKE_REASONS)
+    moves = [  # data movement whose elements are not counted (operator_formulas.MOVED)
+        n
+        for n, calls in ops.ignored_calls.items()
+        if ops.moved_calls.get(n) != calls
+        and not counter.ignored_reason(n).startswith(_VIEW_LIKE_REASONS)
     ]
     return arithmetic, bool(moves), ", ".join(names) if names else ", ".join(sorted(moves))
 
@@ -343,14 +346,19 @@ def _unsupported(own: _Own, i: int, call: Call, ops: OwnerOps | None, what: str)
     )
 
 
-def _reshapes_only(own: _Own, i: int, call: Call, moves: bool, what: str) -> None:
-    """A module whose own forward only reshapes or moves data: exact zero FLOPs and MACs."""
+def _reshapes_only(
+    own: _Own, i: int, call: Call, moves: bool, what: str, ops: OwnerOps | None
+) -> None:
+    """A module whose own forward only reshapes or moves data: exact zero FLOPs and MACs;
+    DMAs the elements its counted data-movement operators moved (a lower bound when one
+    moved data uncounted)."""
     own.metrics[i] = {"module_flops": complete("module_flops", 0), "macs": complete("macs", 0)}
+    moved = ops.moved_elements if ops is not None else 0
     if not moves:
-        own.metrics[i]["dmas"] = complete("dmas", 0)
+        own.metrics[i]["dmas"] = complete("dmas", moved)
         return
     own.metrics[i]["dmas"] = MetricResult.partial(
-        0, unit=METRIC_UNITS["dmas"], scope=SCOPE, method=METHOD
+        moved, unit=METRIC_UNITS["dmas"], scope=SCOPE, method=METHOD
     )
     if own.once(call, "moves"):
         own.diagnostics.append(
@@ -387,7 +395,7 @@ def _own_parts(
         elif arithmetic:
             _unsupported(own, i, call, ops, what)
         else:
-            _reshapes_only(own, i, call, moves, what)
+            _reshapes_only(own, i, call, moves, what, ops)
     return own
 
 

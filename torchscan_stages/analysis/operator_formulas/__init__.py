@@ -16,6 +16,7 @@ from . import (  # noqa: F401  (registration side effects)
     fft,
     ignored,
     matmul,
+    moved_elements,
     norms,
     optim,
     packed_sequence,
@@ -37,12 +38,14 @@ from ._registry import (
     Flops,
     RawFormula,
 )
+from .moved_elements import MOVED
 
 __all__ = [
     "CONVENTIONS",
     "FORMULAS",
     "IGNORED",
     "MISSING",
+    "MOVED",
     "PRODUCT_SHARE",
     "Flops",
     "RawFormula",
