@@ -89,3 +89,19 @@ def test_an_output_path_that_cannot_be_written_is_a_value_error(tmp_path: Path) 
     with pytest.raises(ValueError, match=r"cannot write .*file/r\.json: Not a directory"):
         report.save(tmp_path / "file" / "r.json")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_a_module_name_with_a_lone_surrogate_is_refused_at_write(tmp_path: Path) -> None:
+    model = nn.Sequential()
+    model.add_module("a\ud800", nn.ReLU())  # a str, but no UTF-8 file can hold it
+    report = crawl_module(model, (3,))
+    for write in (
+        lambda: report.save(tmp_path / "r.json"),
+        lambda: render_report(report, tmp_path / "r.html"),
+    ):
+        with pytest.raises(
+            ValueError, match=r"holds a lone UTF-16 surrogate .* after '.*a'"
+        ) as caught:
+            write()
+        assert "\n" not in str(caught.value)
+    assert list(tmp_path.iterdir()) == []  # nothing written, no temporary left

@@ -349,6 +349,13 @@ def write_output(path: str | os.PathLike[str], text: str | bytes) -> Path:
     directory, a folder under a file, ``/proc``, no permission) is one
     :class:`OutputPathError` naming it, never a temporary file's ``FileNotFoundError``; a
     full disk or an I/O error is the ``OSError`` it was."""
+    if isinstance(text, str) and _SURROGATE.search(text):  # UTF-8 cannot hold it: say where
+        at = _SURROGATE.search(text).start()  # type: ignore[union-attr]
+        raise ValueError(
+            f"cannot write {path}: the text holds a lone UTF-16 surrogate (no character) at "
+            f"character {at}, after {text[max(0, at - 40) : at]!a} (a name given to a module "
+            "or a key holds it; rename it)"
+        )
     try:
         return atomic_write_text(path, text)
     except OSError as error:
