@@ -212,11 +212,12 @@ def lookup_handler(
     wins. A candidate whose ``accepts`` refuses the module is passed over (without a module,
     every candidate is taken as fitting), and so is an ancestor's handler when
     ``module_type`` replaces that ancestor's ``forward`` (:func:`passed_over`)."""
-    forward = module_type.forward
+    forward = _forward_of(module_type)
     for cls in module_type.__mro__:
         if cls is nn.Module:
             break
-        if cls is module_type or getattr(cls, "forward", forward) is forward:  # a mixin has none
+        own = _forward_of(cls)
+        if cls is module_type or own is None or own is forward:  # a mixin has none
             for handler in (custom.get(cls) if custom else None, HANDLERS.get(cls)):
                 if handler is not None and (module is None or handler.fits(module)):
                     return handler
@@ -284,13 +285,27 @@ def passed_over(
     ancestor's ``forward`` (M2M100's scaled word embedding multiplies ``nn.Embedding``'s
     output; BiT's convolution standardizes its weight first): the formula would describe a
     computation the subclass does not run, so its cost comes from its own operators."""
-    forward = module_type.forward
+    forward = _forward_of(module_type)
     for cls in module_type.__mro__[1:]:
         if cls is nn.Module:
             return None
-        own = getattr(cls, "forward", forward)  # a mixin (LazyModuleMixin) has none
-        if own is not forward and (cls in HANDLERS or (custom and cls in custom)):
+        own = _forward_of(cls)  # None: a mixin (LazyModuleMixin) has none
+        if (
+            own is not None
+            and own is not forward
+            and (cls in HANDLERS or (custom and cls in custom))
+        ):
             return cls
+    return None
+
+
+def _forward_of(cls: type) -> Any:
+    """The ``forward`` entry ``cls`` inherits, as stored in the class that defines it (no
+    descriptor runs: a scripted module's class-level ``forward`` raises), None for none."""
+    for klass in cls.__mro__:
+        entry = vars(klass).get("forward")
+        if entry is not None:
+            return entry
     return None
 
 
