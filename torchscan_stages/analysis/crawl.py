@@ -510,7 +510,7 @@ def _own_flags(module: nn.Module) -> nn.Module:
     def copy_of(sub: nn.Module) -> nn.Module:
         found = copies.get(id(sub))
         if found is None:
-            found = copies[id(sub)] = copy.copy(sub)
+            found = copies[id(sub)] = _shallow_copy(sub)
             found.__dict__["_modules"] = {
                 name: None if child is None else copy_of(child)
                 for name, child in sub._modules.items()
@@ -577,6 +577,19 @@ def _to_eval(module: nn.Module, modules: list[nn.Module], flags: list[bool]) -> 
 
 
 _PLAIN_TRAIN: dict[type, bool] = {}
+
+
+def _shallow_copy(sub: nn.Module) -> nn.Module:
+    """``copy.copy(sub)``; a parametrised module (weight_norm) refuses to be pickled, and so
+    copied ("Serialization of parametrized modules ..."): its ``__dict__`` is copied as is."""
+    try:
+        return copy.copy(sub)
+    except RuntimeError:
+        found: nn.Module = object.__new__(type(sub))
+        found.__dict__.update(sub.__dict__)
+        return found
+
+
 _MODULE_SETATTR = nn.Module.__setattr__
 
 
