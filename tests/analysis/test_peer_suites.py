@@ -353,3 +353,22 @@ def test_dataclass_named_tuple_and_object_outputs_by_attribute_path(capsys: Any)
     assert holder == ("Holder", {"value": [3, 2]})
     assert "Point(x: [3, 2], y: [3, 4])" in capsys.readouterr().out
     assert load_report(report_text(report)) == report
+
+
+class HalfLazy(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.used = nn.LazyLinear(3)
+        self.unused = nn.LazyLinear(2)  # never called: its sizes stay unknown
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.used(x)
+
+
+def test_a_lazy_module_the_forward_never_called_makes_the_counts_a_lower_bound() -> None:
+    report = crawl_module(HalfLazy(), (4,))
+    # the called one materialised: 4*3 + 3 = 15; the other has no size: >= 15, not 15
+    assert report.totals.parameters.status == "partial"
+    assert report.totals.parameters.known_value == 15
+    (lazy,) = [d for d in report.diagnostics if d.code == "uninitialized_parameters"]
+    assert "(unused)" in lazy.message
