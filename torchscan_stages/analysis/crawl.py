@@ -91,7 +91,9 @@ CONVENTIONS = {
     "(method operator_fill; DMAs unavailable); sums including one carry method "
     "module_formula+operator_fill",
     "paths": "the root is the empty path; other paths are named_modules() names; a module "
-    "called several times has one record per call (call_index 0, 1, ...)",
+    "called several times has one record per call (call_index 0, 1, ...); a call made while "
+    "the same module is still running (a forward that calls itself) is one level deeper than "
+    "the call that made it, and only depth-0 records are summed into the totals",
 }
 
 
@@ -466,6 +468,7 @@ def crawl_module(
     fill = _check_fill(fill_from_operators)
     if call_args is None:  # no input at all: parameters only, nothing runs (parameters_only)
         report = parameters_only(module, mode)
+        report.conventions = dict(CONVENTIONS)
         report.diagnostics[:0] = notes + scripted_diagnostics(module)
         if strict and (incomplete := _incomplete(report, [])):
             raise IncompleteAnalysisError(report, incomplete)
