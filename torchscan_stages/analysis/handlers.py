@@ -6,6 +6,8 @@ bad and duplicate keys (like torch's ``register_flop_formula``); lookup walks
 ``type(module).__mro__`` so subclasses resolve to their closest registered ancestor whose
 ``accepts`` check (the structure the formula reads: attributes, shapes, an unchanged
 forward) holds for the module; a candidate that does not fit is passed over, never claimed.
+An ancestor whose ``forward`` the subclass replaced claims it only per call, when the call
+ran exactly that ancestor's one declared operator (``verified_subclass``).
 """
 
 from __future__ import annotations
