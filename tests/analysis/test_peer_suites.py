@@ -92,6 +92,10 @@ def test_a_root_record_re_entered_at_depth_zero_is_still_summed() -> None:
     # 21 + 21: the first two root calls
     with pytest.raises(ValueError, match=r"module_flops: 21 contradicts .*, which sum to 42"):
         load_report(json.dumps(document))
+    document = json.loads(report.model_dump_json())
+    document["layers"][0]["call_index"] = 7  # no first root call left: nothing would be summed
+    with pytest.raises(ValueError, match=r"calls of the root module without its first"):
+        load_report(json.dumps(document))
 
 
 class PackedLSTM(nn.Module):

@@ -96,6 +96,8 @@ def check_analysis(layers: Sequence[Any], totals: Any) -> None:
                 f"layers.{index}: depth {layer.depth} of path {layer.path!r}; expected depth "
                 f"{'0 (the root module)' if root else '>= 0'}"
             )
+    if ("", 0) not in seen and any(path == "" for path, _ in seen):
+        raise ValueError("layers: calls of the root module without its first (call_index 0)")
     roots = [layer for layer in layers if layer.depth == 0]
     if not roots:  # records of a part of a model (no root call recorded): nothing to sum
         return
