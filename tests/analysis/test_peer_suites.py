@@ -376,3 +376,17 @@ def test_a_lazy_module_the_forward_never_called_makes_the_counts_a_lower_bound()
     assert report.totals.parameters.known_value == 15
     (lazy,) = [d for d in report.diagnostics if d.code == "uninitialized_parameters"]
     assert "(unused)" in lazy.message
+
+
+class ScatterInto(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(2, 8).scatter(1, torch.tensor([[0, 1], [2, 3]]), x)
+
+
+def test_a_scatter_counted_at_zero_flops_leaves_the_dmas_a_lower_bound() -> None:
+    """A non-accumulating scatter is counted at 0 FLOPs but moves data: its module's own
+    DMAs are not the zeros' 16 elements alone (they were reported complete)."""
+    report = crawl_module(ScatterInto(), args=(torch.rand(2, 2),))
+    assert report.totals.module_flops.value == 0 and report.totals.module_flops.is_complete
+    assert report.totals.dmas.status == "partial" and report.totals.dmas.known_value == 16
+    assert [d.code for d in report.diagnostics] == ["unmodelled_data_movement"]

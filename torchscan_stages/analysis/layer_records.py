@@ -221,6 +221,8 @@ def _own_ops_state(ops: OwnerOps | None, counter: OperatorCounter) -> tuple[bool
         if ops.moved_calls.get(n) != calls
         and not counter.ignored_reason(n).startswith(_VIEW_LIKE_REASONS)
     ]
+    # counted at 0 FLOPs: a lookup or a non-accumulating scatter/index_put, which move data
+    moves += [n for n, flops in ops.op_flops.items() if flops == 0]
     return arithmetic, bool(moves), ", ".join(names) if names else ", ".join(sorted(moves))
 
 
