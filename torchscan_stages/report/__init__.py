@@ -42,6 +42,7 @@ from .io import (
     clean_stale_temporaries,
     report_text,
     save_report,
+    write_output,
     write_temporary,
 )
 from .kinds import REPORT_KINDS, REPORT_TYPES, AnyReport
@@ -190,5 +191,6 @@ __all__ = [
     "report_text",
     "save_report",
     "trusted_construct",
+    "write_output",
     "write_temporary",
 ]
