@@ -25,6 +25,7 @@ from .ownership import Ownership
 from .parallelism import unmodelled
 from .resident import Residents, TorchGlobals, reach
 from .routing import ROUTING, WorstCaseRouting, worst_case_report
+from .steady import second_call
 from .stops import FAKE_LIMITS, FakeRunStopped, stop_diagnostic
 from .tracker import PeakSnapshot, PeakTracker
 
@@ -109,6 +110,8 @@ def _run(
             if lazy is not None:
                 diagnostics.append(lazy)
             snapshot = tracker.finish()
+            if tracker.steady.twice and not _stopped(diagnostics):  # built outside: call again
+                second_call(tracker, lambda found: _call(workload, fake, tracker, found))
         diagnostics += [_compiled_as_eager(note) for note in compiled] + residents.notes()
         if semantics is not None:
             diagnostics += semantics.diagnostics()
@@ -117,6 +120,10 @@ def _run(
         residents.restore()
         saved.restore()
     return tracker, snapshot, diagnostics
+
+
+def _stopped(diagnostics: list[Diagnostic]) -> bool:
+    return any(d.severity == "error" for d in diagnostics)
 
 
 def _follow_cuda_defaults(optimizer: Any, assumptions: list[str]) -> None:
