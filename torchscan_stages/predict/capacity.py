@@ -73,6 +73,7 @@ class BatchSearch(BaseModel):
     name: str | None = None
     device: str
     world_size: int | None = None
+    sharding: str | None = None  # "fsdp2" or "ddp" with world_size; None: one device
     capacity_bytes: int
     batch: int | None
     probes: list[BatchProbe]
@@ -190,7 +191,7 @@ def max_batch_size(
     capacity_bytes: int,
     device: str = "cuda",
     world_size: int | None = None,
-    sharding: str = "fsdp2",
+    sharding: str | None = None,
     start: int = 1,
     limit: int = 1 << 20,
     name: str | None = None,
@@ -199,8 +200,10 @@ def max_batch_size(
 
     ``step_factory(batch)`` returns the workload of :func:`predict_peak_memory` (a
     zero-argument step) or, with ``world_size``, the ``step(mesh)`` of
-    :func:`predict_sharded_peak_memory` (one rank of an FSDP2 world), or with
-    ``sharding="ddp"`` the ``step(wrap)`` of :func:`predict_ddp_peak_memory`.
+    :func:`predict_sharded_peak_memory` (one rank of an FSDP2 world; ``sharding="fsdp2"``,
+    the default with ``world_size``), or with ``sharding="ddp"`` the ``step(wrap)`` of
+    :func:`predict_ddp_peak_memory`. Every verdict is ``resident_bytes`` + the headline
+    peak (the steady state of a training step) against the capacity.
     ``capacity_bytes`` is the owner's usable memory per device, in bytes; there is no default.
     """
     capacity = _check_int(capacity_bytes, "capacity_bytes", 1)
@@ -208,10 +211,16 @@ def max_batch_size(
     _check_int(limit, "limit", start)
     if not callable(step_factory):
         raise TypeError(f"step_factory must be a callable taking the batch, got {step_factory!r}")
+    if sharding not in (None, "fsdp2", "ddp"):
+        raise ValueError(f"sharding must be None, 'fsdp2' or 'ddp', got {sharding!r}")
     if world_size is not None:
         _check_int(world_size, "world_size", 1)
-    if sharding not in ("fsdp2", "ddp"):
-        raise ValueError(f"sharding must be 'fsdp2' or 'ddp', got {sharding!r}")
+        sharding = sharding or "fsdp2"
+    elif sharding is not None:
+        raise ValueError(
+            f"max_batch_size: sharding={sharding!r} needs world_size (the ranks the step "
+            "runs on); without it the search predicts one device"
+        )
 
     def predict(batch: int) -> PredictionReport:
         step = step_factory(batch)
@@ -230,11 +239,14 @@ def max_batch_size(
     if not search.monotonic():
         batch = None
     curve = {p.batch: p.peak for p in sorted(search.probes, key=lambda p: p.batch)}
+    if any(p.headline == "steady_state_peak" for p in search.probes):
+        search.diagnostics.append(_judged_on_steady_state())
     return BatchSearch(
         provenance=build_provenance(),
         name=name,
         device=device,
         world_size=world_size,
+        sharding=sharding,
         capacity_bytes=capacity,
         batch=batch,
         probes=search.probes,
@@ -300,6 +312,17 @@ def _bracket_and_narrow(search: _Search, start: int, limit: int) -> int | None:
                 return None
             low, high = (side, high) if neighbour.fits else (low, side)
     return low
+
+
+def _judged_on_steady_state() -> Diagnostic:
+    return Diagnostic(
+        code="judged_on_steady_state",
+        severity="info",
+        metric="batch",
+        message="each verdict is resident_bytes + the steady-state peak (a second training "
+        "step, with the optimizer state and what else the first step leaves alive), the "
+        "figure every step after the first needs; the first step's peak is lower",
+    )
 
 
 def _limit_fits(limit: int) -> Diagnostic:

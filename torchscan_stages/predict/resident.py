@@ -103,9 +103,7 @@ def _global_names(code: types.CodeType) -> frozenset[str]:
     """The globals a code object (and the functions nested in it) loads: its LOAD_GLOBAL and
     LOAD_NAME names, not ``co_names`` (which holds attribute names too: ``optimizer.step()``
     would reach an unrelated global called ``step``)."""
-    names = {
-        str(op.argval) for op in dis.get_instructions(code) if op.opname in _LOADS_GLOBAL
-    }
+    names = {str(op.argval) for op in dis.get_instructions(code) if op.opname in _LOADS_GLOBAL}
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names |= _global_names(const)

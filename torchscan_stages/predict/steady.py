@@ -30,8 +30,8 @@ steady-state step itself; its first-step peak is then not predicted.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
