@@ -326,6 +326,14 @@ def per_rank_report(
     )
 
 
+def headline_result(report: PredictionReport) -> MetricResult:
+    """The figure a report's ``fits`` judges (with its ``resident_bytes`` beside it): the
+    steady-state peak of a training step, else the peak."""
+    if report.headline == "steady_state_peak" and report.steady_state_peak is not None:
+        return report.steady_state_peak
+    return report.peak
+
+
 def check_capacity(capacity_bytes: int | None) -> None:
     """``capacity_bytes`` is None or a positive int of bytes (a bool is refused)."""
     if capacity_bytes is not None and (
@@ -356,6 +364,7 @@ __all__ = [
     "check_capacity",
     "diagnostics_of",
     "fits",
+    "headline_result",
     "is_complete",
     "peak_result",
     "per_rank_report",

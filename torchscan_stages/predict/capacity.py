@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..provenance import Provenance, build_provenance
 from ..report import Diagnostic, MetricResult, PredictionReport
+from .assemble import headline_result
 from .ddp import predict_ddp_peak_memory
 from .peak import predict_peak_memory
 from .sharded import predict_sharded_peak_memory
@@ -107,9 +108,7 @@ class _Search:
         if batch in self.by_batch:
             return self.by_batch[batch]
         report = self.predict(batch)
-        judged = report.peak
-        if report.headline == "steady_state_peak" and report.steady_state_peak is not None:
-            judged = report.steady_state_peak
+        judged = headline_result(report)
         resident = report.resident_bytes.known_value if report.resident_bytes else None
         probe = BatchProbe(
             batch=batch,

@@ -140,6 +140,7 @@ def _predict(ctx: StageContext, batch: int | None, name: str | None = None) -> A
 
 def run(ctx: StageContext) -> None:
     from ..pipeline.workload import workload_name
+    from ..predict.assemble import headline_result
     from ..report import BatchPoint
 
     settings = ctx.config.predict
@@ -151,13 +152,18 @@ def run(ctx: StageContext) -> None:
     elif settings.sharding == "ddp":
         name += f", DDP rank 0 of {settings.world_size}"
     report = _predict(ctx, None, name)
+    # each point: the figure its verdict judged (a training step's steady state)
     curve = [
-        BatchPoint(batch=batch, peak=point.peak, fits=point.fits)
+        BatchPoint(batch=batch, peak=headline_result(point), fits=point.fits)
         for batch in sorted(set(settings.batches))
         for point in [_predict(ctx, batch)]
     ]
     report = report.model_copy(update={"batch_curve": curve})
     metrics: dict[str, Any] = {"predicted_peak_bytes": complete_value(report.peak)}
+    if report.steady_state_peak is not None:
+        metrics["predicted_steady_state_bytes"] = complete_value(report.steady_state_peak)
+    if report.resident_bytes is not None:
+        metrics["predicted_resident_bytes"] = complete_value(report.resident_bytes)
     for category, result in report.by_category.items():
         metrics[f"predicted_{category}_bytes"] = complete_value(result)
     if report.fits is not None:
@@ -169,7 +175,9 @@ def run(ctx: StageContext) -> None:
     from ..render.caveats import prediction_caveats
 
     # a CUDA prediction's warnings (kernels it could not follow) on the number's own line
-    ctx.headline = [figure("predicted peak", report.peak, prediction_caveats(report))]
+    judged = headline_result(report)
+    label = "predicted steady-state peak" if judged is not report.peak else "predicted peak"
+    ctx.headline = [figure(label, judged, prediction_caveats(report))]
     ctx.write_report(report)
     ctx.write_metrics(metrics)
 
