@@ -185,3 +185,25 @@ def test_a_step_that_fails_on_its_second_call_keeps_the_derived_figure_not_compl
     twin = _parts()
     real = _measured(lambda: (_train(twin, False), _train(twin, False)))
     assert steady.known_value - real == STEP_COUNTERS  # the derived figure is right here too
+
+
+def test_predict_memory_is_the_one_way_in() -> None:
+    """predict_memory picks the predictor by sharding and checks the combination once."""
+    from torchscan_stages.predict.entry import predict_memory
+
+    parts = _parts()
+    one = predict_memory(lambda: _train(parts, False), device="cpu")
+    assert one.world_size is None and one.headline == "steady_state_peak"
+
+    def ddp_step(wrap: Any) -> None:
+        model = wrap(nn.Linear(WIDTH, 8))
+        model(torch.randn(4, WIDTH)).sum().backward()
+
+    rank = predict_memory(ddp_step, sharding="ddp", world_size=2, device="cpu")
+    assert (rank.sharding, rank.world_size) == ("ddp", 2)
+    # one bucket holds the Linear's gradients: 4 x (32 x 8 + 8) B
+    assert rank.by_category["gradient_buckets"].value == 4 * (WIDTH * 8 + 8)
+    with pytest.raises(ValueError, match="sharding='fsdp2' needs world_size"):
+        predict_memory(ddp_step, sharding="fsdp2")
+    with pytest.raises(ValueError, match="one-device mode"):
+        predict_memory(ddp_step, sharding="ddp", world_size=2, routing="worst_case")

@@ -2,8 +2,8 @@
 
 The capacity is always the caller's input, never a default: how much of a device's memory
 a job may use (other processes, the CUDA context, NCCL buffers, fragmentation headroom) is
-the owner's call. Each probe is one full prediction (``predict_peak_memory``, or
-``predict_sharded_peak_memory`` with ``world_size``), so the search keeps probes few. The
+the owner's call. Each probe is one full prediction (``predict_memory``: one device, or one
+rank of an FSDP2 or DDP world with ``world_size``), so the search keeps probes few. The
 first probe's breakdown at its peak says how many of its bytes grow with the batch
 (activations, temporaries, other); the search aims at the batch those bytes extrapolate to
 and probes it and its successor, which ends an affine curve (a transformer step's peak is
@@ -30,9 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..provenance import Provenance, build_provenance
 from ..report import Diagnostic, MetricResult, PredictionReport
 from .assemble import headline_result
-from .ddp import predict_ddp_peak_memory
-from .peak import predict_peak_memory
-from .sharded import predict_sharded_peak_memory
+from .entry import predict_memory, resolve_sharding
 
 
 class BatchProbe(BaseModel):
@@ -210,27 +208,15 @@ def max_batch_size(
     _check_int(limit, "limit", start)
     if not callable(step_factory):
         raise TypeError(f"step_factory must be a callable taking the batch, got {step_factory!r}")
-    if sharding not in (None, "fsdp2", "ddp"):
-        raise ValueError(f"sharding must be None, 'fsdp2' or 'ddp', got {sharding!r}")
-    if world_size is not None:
-        _check_int(world_size, "world_size", 1)
-        sharding = sharding or "fsdp2"
-    elif sharding is not None:
-        raise ValueError(
-            f"max_batch_size: sharding={sharding!r} needs world_size (the ranks the step "
-            "runs on); without it the search predicts one device"
-        )
+    sharding = resolve_sharding(sharding, world_size, "max_batch_size")
 
     def predict(batch: int) -> PredictionReport:
-        step = step_factory(batch)
-        if world_size is None:
-            return predict_peak_memory(step, device=device, capacity_bytes=capacity)
-        if sharding == "ddp":
-            return predict_ddp_peak_memory(
-                step, world_size=world_size, device=device, capacity_bytes=capacity
-            )
-        return predict_sharded_peak_memory(
-            step, world_size=world_size, device=device, capacity_bytes=capacity
+        return predict_memory(
+            step_factory(batch),
+            sharding=sharding,
+            world_size=world_size,
+            device=device,
+            capacity_bytes=capacity,
         )
 
     search = _Search(predict, capacity)
