@@ -207,3 +207,24 @@ def test_predict_memory_is_the_one_way_in() -> None:
         predict_memory(ddp_step, sharding="fsdp2")
     with pytest.raises(ValueError, match="one-device mode"):
         predict_memory(ddp_step, sharding="ddp", world_size=2, routing="worst_case")
+
+
+def test_two_fresh_optimizers_built_outside_are_measured_complete() -> None:
+    """Two models with their own AdamW (a GAN's two halves), built outside: the derivation
+    covers one optimizer, but the second call holds both states, so the figure is exact."""
+
+    def pair() -> list[tuple[nn.Module, torch.optim.Optimizer, torch.Tensor]]:
+        return [_parts(), _parts()]
+
+    def step(halves: list[tuple[nn.Module, torch.optim.Optimizer, torch.Tensor]]) -> None:
+        for half in halves:
+            _train(half, keep=False)
+
+    halves = pair()
+    report = predict_peak_memory(lambda: step(halves), device="cpu")
+    steady = report.steady_state_peak
+    assert steady is not None and steady.status == "complete"
+    assert all(d.code != "steady_state_one_optimizer" for d in report.diagnostics)
+    twin = pair()
+    real = _measured(lambda: (step(twin), step(twin)))
+    assert steady.value - real == 2 * STEP_COUNTERS  # two optimizers' counters, else equal

@@ -84,7 +84,7 @@ def diagnostics_of(tracker: PeakTracker, allocator: AllocatorModel) -> list[Diag
                 "are counted as optimizer_state and their .grad as gradients",
             )
         )
-    if tracker.steady.extra_fresh_steps:
+    if tracker.steady.extra_fresh_steps and tracker.steady.measured is None:
         found.append(
             Diagnostic(
                 code="steady_state_one_optimizer",
@@ -144,7 +144,8 @@ def _steady(
     steady = tracker.steady
     value = steady.peak()
     if value is not None:
-        exact = not (steady.extra_fresh_steps or steady.second_call_failed)
+        measured = steady.measured is not None  # the second call saw every optimizer
+        exact = measured or not (steady.extra_fresh_steps or steady.second_call_failed)
         return peak, _result(value, scope, complete and exact), "steady_state_peak"
     if steady.resident_state:  # the run is a steady-state step already
         first = MetricResult.unavailable(unit="bytes", scope=scope, method=METHOD)
