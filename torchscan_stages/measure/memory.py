@@ -4,7 +4,9 @@
   tensor produced by an ATen operator during the call; each new storage is counted once
   (views share it) and uncounted when it is freed (a weak-reference callback). The value is
   the peak of live bytes created during the call. Storages that existed before the call
-  and were read by it (parameters, inputs) are reported separately as a baseline. Memory
+  and were read by it (parameters, inputs) are reported separately as a baseline; one of
+  them that grows in place during the call (FSDP2's ``resize_`` re-growth of unsharded
+  parameters) counts its growth, as the allocator does. Memory
   that never becomes a tensor visible to dispatch (kernel scratch space, numpy buffers
   wrapped by ``torch.from_numpy``, allocator caching, the Python heap) is out of scope —
   that is what process RSS measures.
