@@ -212,6 +212,7 @@ def second_call(tracker: Any, call: Callable[[list[Any]], Any]) -> None:
     first call's figures are put back: they stay the report's ``peak``."""
     steady: SteadyState = tracker.steady
     first = tracker.restart_peak()
+    counts = (tracker.operators_seen, dict(tracker.untracked), dict(tracker.divergent))
     steady.stop_recording()
     found: list[Any] = []
     try:
@@ -221,7 +222,14 @@ def second_call(tracker: Any, call: Callable[[list[Any]], Any]) -> None:
     finally:
         second = tracker.peak
         tracker.put_back(first)
+        unseen = set(tracker.untracked) | set(tracker.divergent)
+        # the report's diagnostics describe the first call; what only the second met
+        # makes its figure a lower bound
+        tracker.operators_seen, tracker.untracked, tracker.divergent = counts
     if steady.second_call_failed is None and found:
         steady.second_call_failed = found[0].message[:300]
+    new = sorted(unseen - set(counts[1]) - set(counts[2]))
+    if steady.second_call_failed is None and new:
+        steady.second_call_failed = f"operators it could not count exactly: {', '.join(new)}"
     if steady.second_call_failed is None:
         steady.measured = second
