@@ -156,6 +156,7 @@ def _steady(
 def steady_diagnostics(tracker: PeakTracker) -> list[Diagnostic]:
     """How the steady-state peak was found, and what qualifies it."""
     steady = tracker.steady
+    value = steady.peak()  # derives, which counts the open gradients
     found: list[Diagnostic] = []
     if steady.second_call_failed is not None:
         found.append(
@@ -180,7 +181,6 @@ def steady_diagnostics(tracker: PeakTracker) -> list[Diagnostic]:
                 "their bytes; build the model outside the step to have it measured instead",
             )
         )
-    value = steady.peak()
     if value is None:
         return found
     how = (
