@@ -43,6 +43,7 @@ STEADY_CASES: dict[str, tuple[str, str, bool]] = {
 # the FSDP2 max_batch_size check: two real steps at each of these batches (the test aims its
 # capacity between the last two, so the search must answer the second-to-last)
 CAPACITY_BATCHES = (3, 4)
+DDP_CAPACITY_BATCHES = (5, 6)  # the same for DDP (its steady state is affine from batch 4)
 
 
 def fsdp_case(name: str, steps: int = 1, batch: int = BATCH) -> Callable[[Any], None]:
@@ -50,10 +51,12 @@ def fsdp_case(name: str, steps: int = 1, batch: int = BATCH) -> Callable[[Any], 
     return fsdp_step(GLOO_SHAPE, batch=batch, tokens=TOKENS, steps=steps, **FSDP_CASES[name])
 
 
-def ddp_case(name: str, steps: int = 1, set_to_none: bool = True) -> Callable[[Any], None]:
+def ddp_case(
+    name: str, steps: int = 1, set_to_none: bool = True, batch: int = BATCH
+) -> Callable[[Any], None]:
     """``step(wrap)`` of the DDP case ``name``, ``steps`` steps on one model."""
     return ddp_step(
-        BATCH,
+        batch,
         TOKENS,
         buffers=DDP_CASES[name],
         shape=GLOO_SHAPE,

@@ -26,6 +26,7 @@ import torch.distributed.tensor.parallel  # noqa: F401
 from gloo_cases import (
     BATCH,
     CAPACITY_BATCHES,
+    DDP_CAPACITY_BATCHES,
     DDP_CASES,
     FSDP_CASES,
     GLOO_SHAPE,
@@ -59,6 +60,9 @@ def run_rank(families: set[str], rank: int, world: int, out: Path) -> None:
         cases[name] = partial(steady_case(name, 2), DistributedDataParallel if ddp else mesh)
     for batch in CAPACITY_BATCHES if "steady" in families else ():
         cases[f"capacity_{batch}"] = partial(fsdp_case("fsdp", 2, batch), mesh)
+    for batch in DDP_CAPACITY_BATCHES if "steady" in families else ():
+        step = ddp_case("ddp", 2, batch=batch)
+        cases[f"ddp_capacity_{batch}"] = partial(step, DistributedDataParallel)
     results = measure_cases(cases)
     if "steady" in families:
         results["fsdp_built_before"] = built_before(mesh)

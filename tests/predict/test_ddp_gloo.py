@@ -11,10 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from gloo_cases import DDP_CASES, GLOO_SHAPE, ddp_case
+from gloo_cases import DDP_CAPACITY_BATCHES, DDP_CASES, GLOO_SHAPE, ddp_case
 from gloo_launch import case_peaks
 from predict_models import Decoder
 
+from torchscan_stages.predict.capacity import max_batch_size
 from torchscan_stages.predict.ddp import predict_ddp_peak_memory
 
 pytestmark = pytest.mark.slow
@@ -77,3 +78,24 @@ def test_real_gloo_ddp_steady_state_matches_two_real_steps(
     assert steady[False] - steady[True] == 4 * sum(
         p.numel() for p in Decoder(GLOO_SHAPE).parameters()
     )
+
+
+def test_ddp_max_batch_size_answer_fits_two_real_steps_and_the_next_does_not(
+    gloo_world: Callable[[int], list[dict[str, Any]]],
+) -> None:
+    """sharding="ddp" at world 2 against two real DDP steps at each of DDP_CAPACITY_BATCHES:
+    the capacity lies between their real peaks, so the answer must be the first."""
+    records = gloo_world(2)
+    below, above = DDP_CAPACITY_BATCHES
+    fits = max(case_peaks(records, f"ddp_capacity_{below}"))
+    fails = min(case_peaks(records, f"ddp_capacity_{above}"))
+    capacity = (fits + fails) // 2  # seen: 3,726,728 and 4,165,896 -> 3,946,312
+    search = max_batch_size(
+        lambda batch: ddp_case("ddp", batch=batch),
+        capacity_bytes=capacity,
+        device="cpu",
+        world_size=2,
+        sharding="ddp",
+    )
+    assert search.sharding == "ddp"
+    assert search.batch == below  # fits <= capacity < fails, both real two-step peaks
