@@ -71,11 +71,10 @@ def run_rank(families: set[str], rank: int, world: int, out: Path) -> None:
 
 def built_before(mesh: Any) -> dict[str, Any]:
     """An FSDP2 model and AdamW built before the calls: step 1 and step 2 measured with
-    ``measure_peak_memory``, step 3 (the same steady state) under torch.profiler, whose
-    allocator events give the allocator's peak over the step."""
+    ``measure_peak_memory``, steps 3 to 5 (the same steady state) under torch.profiler, whose
+    allocator events give the allocator's peak over each step."""
     import torch
     from sharded_models import build_sharded, run_step
-    from torch.profiler import ProfilerActivity, profile
 
     from torchscan_stages.measure.memory import measure_peak_memory
 
@@ -91,11 +90,36 @@ def built_before(mesh: Any) -> dict[str, Any]:
 
     first = measure_peak_memory(step, device="cpu")
     second = measure_peak_memory(step, device="cpu")
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step()
+    profiled = [profiled_peaks(step) for _ in range(3)]
+    return {
+        "first_baseline": first.memory.baseline_bytes["cpu_tracked_tensors_preexisting"],
+        "status": tracked(second).status,
+        "peak": tracked(second).known_value,
+        "profiler_peaks": [whole for whole, _ in profiled],
+        "profiler_peaks_outside_collectives": [outside for _, outside in profiled],
+    }
+
+
+def profiled_peaks(step: Any) -> tuple[int, int]:
+    """torch.profiler's allocator peak over one ``step()``, whole and without the allocations
+    gloo makes for its collectives (its flat scratch: on its worker threads, or on this
+    thread inside a collective operator or its ``wait()``, named here by a record)."""
+    import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    wait = dist.Work.wait
+
+    def named_wait(work: Any, *args: Any, **kwargs: Any) -> Any:
+        with record_function("c10d::wait"):
+            return wait(work, *args, **kwargs)
+
+    dist.Work.wait = named_wait
+    try:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            step()
+    finally:
+        dist.Work.wait = wait
     events = prof.profiler.kineto_results.events()
-    # the collectives' own scratch (gloo's flat copies): made by its worker threads, or on
-    # this thread inside a collective operator
     collectives = [e for e in events if e.name().startswith("c10d::")]
     spans = [(e.start_ns(), e.start_ns() + e.duration_ns()) for e in collectives]
     caller = collectives[0].start_thread_id()
@@ -108,13 +132,7 @@ def built_before(mesh: Any) -> dict[str, Any]:
         ):
             outside += event.nbytes()
             top_outside = max(top_outside, outside)
-    return {
-        "first_baseline": first.memory.baseline_bytes["cpu_tracked_tensors_preexisting"],
-        "status": tracked(second).status,
-        "peak": tracked(second).known_value,
-        "profiler_peak": top,
-        "profiler_peak_outside_collectives": top_outside,
-    }
+    return top, top_outside
 
 
 if __name__ == "__main__":

@@ -102,17 +102,17 @@ def test_measured_steady_fsdp2_step_of_a_model_built_before_matches_the_profiler
     for rank, record in enumerate(gloo_world(world)):
         found = record["cases"]["fsdp_built_before"]
         assert found["status"] == "complete", (rank, found)
-        # the allocator's peak without gloo's own scratch (its flat copies inside the
-        # collectives, which no dispatch mode sees): equal, 1,043,208 B at 2 ranks (before
-        # re-growth was counted: 878,344 B, 0.80x). At 4 ranks gloo makes one more flat copy
-        # (the root's 131,328 B) on this thread while a wait() completes, outside any
-        # operator, so that reference is 1,174,536 B there
-        reference = found["profiler_peak_outside_collectives"]
-        if world == 2:  # at 4 ranks gloo also copies on this thread outside its operators
-            assert abs(found["peak"] - reference) <= 0.01 * reference, (rank, found)
+        # the allocator's peak without gloo's own scratch (its flat copies for the
+        # collectives, which no dispatch mode sees), the least of three profiled steady steps:
+        # gloo at times makes one more flat copy on this thread outside any span that names
+        # it (seen: 1,169,416 B in one step of three); the step's own allocations are the same
+        # each time. Equal: 1,043,208 B at 2 and 4 ranks (before re-growth was counted:
+        # 878,344 B, 0.80x)
+        reference = min(found["profiler_peaks_outside_collectives"])
+        assert abs(found["peak"] - reference) <= 0.01 * reference, (rank, found)
         # with that scratch the allocator's peak is higher where a collective is in flight at
         # the peak (1,093,384 B at 2 ranks), never lower
-        assert found["profiler_peak"] >= found["peak"]
+        assert min(found["profiler_peaks"]) >= found["peak"]
         # the baseline before the first step: this rank's shards and the 21 step counters
         # made from literals (before: the gloo scratch read at wait(), 575,700 B at 2 ranks)
         assert found["first_baseline"] == padded_shard_bytes(GLOO_SHAPE, world) + LITERAL_BYTES

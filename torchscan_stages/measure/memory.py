@@ -56,9 +56,11 @@ class _Held(Held):
 def _follow_waits(tracker: TrackedTensorMemory) -> Any:
     """Count the calls in flight of ``torch.distributed.Work.wait`` (patched while the tracker
     runs; returns the original, or None when torch.distributed is not imported). A gloo
-    collective finishes inside ``wait()`` on the calling thread, reading the flat scratch its
-    worker thread made where no dispatch mode runs; a tensor first seen there is the
-    backend's, not one from before the call, so it is not counted in the baseline."""
+    collective finishes inside ``wait()``, reading the flat scratch its worker thread made
+    where no dispatch mode runs, and at times (4 ranks) making more of it on the calling
+    thread; a tensor first seen or made there is the backend's scratch, neither a tensor
+    from before the call nor an allocation of the step, so it is in neither figure, whichever
+    thread gloo finished on."""
     distributed = sys.modules.get("torch.distributed")
     work = getattr(distributed, "Work", None)
     if work is None:
@@ -187,6 +189,8 @@ class TrackedTensorMemory(TorchDispatchMode):
             return
         key = id(storage)
         entry = self._ledger.held(key, storage)
+        if entry is None and self.waiting:
+            return  # the collective's own scratch, made on this thread only at times
         if entry is None:
             before = self._ledger.size_before(key, storage)
             if before is not None:  # from before the call: only a change of size counts
