@@ -266,3 +266,21 @@ def test_fsdp2_kept_gradients_match_fsdp_mem_tracker_on_the_second_step() -> Non
     # says it may count their incoming copies until the step (here the peak is elsewhere)
     [bound] = [d for d in report.diagnostics if d.code == "steady_state_kept_gradients_bound"]
     assert bound.count == 3
+
+
+def test_an_accumulation_micro_step_is_called_twice() -> None:
+    """forward and backward only, over a model built outside (a gradient-accumulation
+    micro-step): the gradients the first call leaves are there through the second."""
+    model, _, x = _parts()
+
+    def micro_step() -> None:
+        model(x).pow(2).mean().backward()
+
+    report = predict_peak_memory(micro_step, device="cpu")
+    twin, _, y = _parts()
+    real = _measured(lambda: (twin(y).pow(2).mean().backward(), twin(y).pow(2).mean().backward()))
+    steady = report.steady_state_peak
+    assert report.headline == "steady_state_peak" and steady is not None
+    assert steady.status == "complete" and steady.value == real  # no optimizer, no counters
+    assert report.peak.value < real  # the first call: no gradients yet at its start
+    assert all(p.grad is None for p in model.parameters())

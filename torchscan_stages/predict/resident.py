@@ -306,6 +306,15 @@ class Residents:
 
         self._undo.append(undo)
 
+    def grew_gradients(self) -> bool:
+        """Whether a resident leaf that had no ``.grad`` holds one now (on its fake copy): a
+        step that only accumulates gradients leaves them for the next call."""
+        for real, grad in self._leaf_grads.values():
+            known = self._fakes.get(id(real))
+            if grad is None and known is not None and known[1].grad is not None:
+                return True
+        return False
+
     def restore(self) -> None:
         """Put every real object back, also the ``.grad`` autograd wrote onto a real leaf."""
         while self._undo:
