@@ -89,6 +89,12 @@ def test_stage_writes_a_prediction_report_and_metrics(tmp_path: Path) -> None:
     metrics = json.loads((tmp_path / "metrics" / "predict.json").read_text(encoding="utf-8"))
     assert metrics["predicted_peak_bytes"] == report.peak.value
     assert metrics["predicted_fits"] == 1
+    # a training step's headline: the steady state (AdamW's moments held through it), and
+    # the step builds everything inside, so nothing is resident
+    assert report.headline == "steady_state_peak" and report.steady_state_peak is not None
+    assert metrics["predicted_steady_state_bytes"] == report.steady_state_peak.value
+    assert metrics["predicted_steady_state_bytes"] > metrics["predicted_peak_bytes"]
+    assert metrics["predicted_resident_bytes"] == 0
 
 
 def test_stage_refuses_a_bad_setting_naming_the_key(tmp_path: Path) -> None:
