@@ -17,6 +17,7 @@ SPEC_NAMES = {
     "LatencyOptions", "Judge",  # issue 28 item 7: the settings objects, accepted as options=
     "predict_sharded_peak_memory", "max_batch_size", "BatchSearch",  # issue 24: per rank
     "predict_ddp_peak_memory",  # issue 24: DDP's gradient buckets per rank
+    "predict_memory",  # one entry: one device, or one rank of FSDP2 or DDP
     "measure_served", "served_capacity", "ServeOptions", "CapacitySearch",  # served load
     "ServedReport", "ServedCapacity",
     "generation_cost", "kv_cache_plan",  # issue 39: LLM generation cost, KV-cache planner
