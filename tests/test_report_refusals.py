@@ -1,4 +1,4 @@
-"""Round-4 refusals of report files and output paths (issue 40): each edit below once loaded,
+"""Refusals of report files and output paths: each edit below once loaded,
 was shown, or crashed later at a byte position; now it is one ValueError naming the field.
 """
 

@@ -1,4 +1,4 @@
-"""crawl_module under bad handler values, threads, deep models and odd outputs (issue 13)."""
+"""crawl_module under bad handler values, threads, deep models and odd outputs."""
 
 from __future__ import annotations
 

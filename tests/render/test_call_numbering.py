@@ -1,4 +1,4 @@
-"""One call numbering in the text table, the HTML page and the JSON (issue 42): a repeat call
+"""One call numbering in the text table, the HTML page and the JSON: a repeat call
 is ``name (call k)`` with k its record's ``call_index`` (the first call, 0, unmarked)."""
 
 from __future__ import annotations
