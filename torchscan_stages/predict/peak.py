@@ -23,6 +23,7 @@ from .cuda_semantics import following_cuda
 from .modules import QualifiedModuleStack
 from .ownership import Ownership
 from .parallelism import unmodelled
+from .preserve import UserObjects
 from .resident import Residents, TorchGlobals, reach
 from .routing import ROUTING, WorstCaseRouting, worst_case_report
 from .stops import FAKE_LIMITS, FakeRunStopped, stop_diagnostic
@@ -92,7 +93,7 @@ def _run(
     ownership.on_step_begin = began
     ownership.on_step_end = ended
     ownership.name_of = modules._name
-    saved = TorchGlobals.capture()
+    saved, user = TorchGlobals.capture(), UserObjects.capture(workload)
     try:
         residents.swap(reach(workload))
         # the module stack's hooks first, so a module is named before ownership labels it
@@ -115,7 +116,9 @@ def _run(
             tracker.assumptions += semantics.assumptions()
     finally:
         residents.restore()
+        user.restore()
         saved.restore()
+    diagnostics += user.notes()
     return tracker, snapshot, diagnostics
 
 
