@@ -152,7 +152,9 @@ def _steady(
 
 
 # a diagnostic with one of these codes makes every figure of the run a lower bound
-PARTIAL_CODES = frozenset({"untracked_tensor", "fake_kernel_divergence", UNMODELLED})
+PARTIAL_CODES = frozenset(
+    {"untracked_tensor", "fake_kernel_divergence", UNMODELLED, "branch_assumed"}
+)
 
 
 def is_complete(diagnostics: list[Diagnostic]) -> bool:

@@ -24,10 +24,12 @@ from .modules import QualifiedModuleStack
 from .ownership import Ownership
 from .parallelism import unmodelled
 from .preserve import UserObjects
-from .resident import Residents, TorchGlobals, reach
+from .real_branch import answered_as_real
+from .resident import Reached, Residents, TorchGlobals, reach
 from .routing import ROUTING, WorstCaseRouting, worst_case_report
 from .stops import FAKE_LIMITS, FakeRunStopped, stop_diagnostic
 from .tracker import PeakSnapshot, PeakTracker
+from .values import KnownValues
 
 
 def _unseen_operator(error: Exception) -> str:
@@ -66,6 +68,7 @@ def _run(
     residents = Residents(fake, allocator)
     tracker = tracker_type(allocator, ownership, modules, modules._name, residents)
     tracker.routing = routing
+    tracker.values = KnownValues(fake)
 
     def settle(optimizer: Any) -> None:
         readded = tracker.settle_host_counters(ownership.host_only(tracker.host_counters))
@@ -95,7 +98,7 @@ def _run(
     ownership.name_of = modules._name
     saved, user = TorchGlobals.capture(), UserObjects.capture(workload)
     try:
-        residents.swap(reach(workload))
+        _swap_with_values(residents, reach(workload), tracker.values)
         # the module stack's hooks first, so a module is named before ownership labels it
         cuda = allocator.device_type == "cuda"
         with (
@@ -103,6 +106,7 @@ def _run(
             modules,
             ownership,
             following_cuda(modules, cuda) as semantics,
+            answered_as_real(tracker.values) as checks,
         ):
             output = _call(workload, fake, tracker, diagnostics)
             lazy = lazy_output_diagnostic(output, "peak")
@@ -111,6 +115,7 @@ def _run(
                 diagnostics.append(lazy)
             snapshot = tracker.finish()
         diagnostics += [_compiled_as_eager(note) for note in compiled] + residents.notes()
+        diagnostics += checks.diagnostics()
         if semantics is not None:
             diagnostics += semantics.diagnostics()
             tracker.assumptions += semantics.assumptions()
@@ -120,6 +125,15 @@ def _run(
         saved.restore()
     diagnostics += user.notes()
     return tracker, snapshot, diagnostics
+
+
+def _swap_with_values(residents: Residents, reached: Reached, values: KnownValues) -> None:
+    """Swap what the workload reaches for fake copies; the small ones keep their values
+    (token ids, attention masks, position buffers: what data-dependent branches read)."""
+    buffers = [b for module in reached.modules for b in module.buffers()]
+    residents.swap(reached)
+    for real in [*reached.tensors, *buffers]:
+        values.learn(residents.fake_of(real), real)
 
 
 def _follow_cuda_defaults(optimizer: Any, assumptions: list[str]) -> None:
