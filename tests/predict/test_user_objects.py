@@ -95,7 +95,7 @@ def test_next_real_step_is_bit_identical(outcome: str, never_predicted: dict[str
     before = _state(objects, plain)
     if outcome == "success":
         report = predict_peak_memory(step, device="cpu")
-        assert (report.peak.known_value or 0) > 0
+        assert report.peak.status == "complete"  # the scaler's found_inf read goes on
     else:
         error = ValueError("stop") if outcome == "raises" else KeyboardInterrupt()
         plain["mode"]["raise"] = error

@@ -27,6 +27,7 @@ from .preserve import UserObjects
 from .real_branch import answered_as_real
 from .resident import Reached, Residents, TorchGlobals, reach
 from .routing import ROUTING, WorstCaseRouting, worst_case_report
+from .scalar_reads import ScalarReads
 from .stops import FAKE_LIMITS, FakeRunStopped, stop_diagnostic
 from .tracker import PeakSnapshot, PeakTracker
 from .values import KnownValues
@@ -107,6 +108,7 @@ def _run(
             ownership,
             following_cuda(modules, cuda) as semantics,
             answered_as_real(tracker.values) as checks,
+            ScalarReads(tracker.values, modules) as reads,
         ):
             output = _call(workload, fake, tracker, diagnostics)
             lazy = lazy_output_diagnostic(output, "peak")
@@ -115,7 +117,8 @@ def _run(
                 diagnostics.append(lazy)
             snapshot = tracker.finish()
         diagnostics += [_compiled_as_eager(note) for note in compiled] + residents.notes()
-        diagnostics += checks.diagnostics()
+        diagnostics += checks.diagnostics() + reads.log.diagnostics()
+        tracker.assumptions += reads.log.assumptions()
         if semantics is not None:
             diagnostics += semantics.diagnostics()
             tracker.assumptions += semantics.assumptions()

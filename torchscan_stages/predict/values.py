@@ -20,12 +20,14 @@ at once up to ``BUDGET_BYTES``; random operators and uninitialised ``empty`` nev
 
 from __future__ import annotations
 
+import contextlib
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils._python_dispatch import _disable_current_modes
 
 from ..measure.ledger import storage_of
 
@@ -82,6 +84,14 @@ def _written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[t
     return written
 
 
+@contextlib.contextmanager
+def outside_modes() -> Iterator[None]:
+    """Real tensors, really computed: no fake mode, no tracker (which would count the
+    result and turn real inputs into fake copies), no autograd."""
+    with _disable_current_modes(), torch.no_grad():
+        yield
+
+
 class KnownValues:
     """Real values beside fake tensors, for the small tensors made from real inputs."""
 
@@ -119,7 +129,7 @@ class KnownValues:
         storage = storage_of(fake)
         if storage is None:
             return
-        with unset_fake_temporarily():
+        with outside_modes():
             value = real.detach().clone() if copy else real.detach()
         key, where = id(fake), id(storage)
         self.forget(key)
@@ -192,7 +202,7 @@ class KnownValues:
         if device is not None and torch.device(device).type != "cpu":
             return None
         try:
-            with unset_fake_temporarily(), torch.no_grad():
+            with outside_modes():
                 return func(*real[0], **real[1])
         except Exception:  # the fake run goes on without values
             return None
