@@ -46,7 +46,7 @@ def test_a_data_dependent_stop_says_where_and_what_to_do() -> None:
     stop = next(d for d in report.diagnostics if d.code == "fake_unsupported_operator")
     assert stop.path == "Block.router"
     assert "test_stops.py:14" in stop.message  # the boolean-mask line above
-    assert "outside the step" in stop.message
+    assert "routing='worst_case'" in stop.message  # the advice that fits this stop
 
 
 def test_a_constructor_that_reads_data_predicts_when_built_outside() -> None:

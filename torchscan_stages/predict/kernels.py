@@ -12,6 +12,10 @@ docs/prediction.md):
   bf16 in torch 2.13, though the CPU kernel runs fp32; the output's shape does not depend on
   the dtype, so the meta kernel is asked in bf16 and the output made in the real dtype
   (``analysis/operators/fallbacks.py``, shared with ``measure_flops`` on ``meta``).
+* batch norm, forward and backward (``native_batch_norm`` and its variants): the CPU
+  kernel allocates its output in the input's suggested memory format (contiguous for a
+  transposed ``(B, C, L)`` input), the fake kernel in the input's own strides; the output
+  is re-made in the CPU's layout (found by the audit's stride comparison).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._prims_common import suggest_memory_format
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from ..analysis.operators.fallbacks import grouped_mm
@@ -82,7 +87,48 @@ def _grouped_mm(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], note: 
     return grouped_mm(func, args, kwargs)  # shared with measure_flops/crawl_module on meta
 
 
+def _in_suggested_layout(out: Any, like: torch.Tensor) -> Any:
+    """``out`` (a fresh fake tensor, or None) re-made in ``like``'s suggested memory format,
+    as the CPU kernel allocates it, when the fake kernel chose other strides."""
+    if not isinstance(out, torch.Tensor) or not isinstance(like, torch.Tensor):
+        return out
+    layout = suggest_memory_format(like)
+    expected = torch.empty(tuple(out.shape), device="meta", memory_format=layout).stride()
+    if out.stride() == expected:
+        return out
+    return torch.empty(tuple(out.shape), dtype=out.dtype, device=out.device, memory_format=layout)
+
+
+def _batch_norm(input_at: int) -> Callable[[Any, tuple[Any, ...], dict[str, Any], Note], Any]:
+    """CPU batch norm (forward and backward) allocates its output / grad_input with
+    ``empty_like(input, input.suggest_memory_format())``: contiguous for a transposed
+    (B, C, L) input, where the fake kernel keeps the input's strides. A later view of that
+    output then copies (or not) in the real run as it does not in the fake one: 0.79x on a
+    BatchNorm over a transposed input followed by a Linear (PatchTST), before this."""
+
+    def correct(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], note: Note) -> Any:
+        out = func(*args, **kwargs)
+        like = args[input_at] if len(args) > input_at else kwargs.get("input")
+        if not isinstance(out, (tuple, list)) or getattr(like, "device", None) is None:
+            return out
+        if like.device.type != "cpu":
+            return out
+        return (_in_suggested_layout(out[0], like), *out[1:])
+
+    return correct
+
+
+_BATCH_NORM_FORWARD = (
+    _aten.native_batch_norm.default, _aten._native_batch_norm_legit.default,
+    _aten._native_batch_norm_legit.no_stats, _aten._native_batch_norm_legit_no_training.default,
+    _aten._native_batch_norm_legit_functional.default, _aten._batch_norm_with_update.default,
+    _aten._batch_norm_no_update.default,
+)  # fmt: skip
+_BATCH_NORM_BACKWARD = (_aten.native_batch_norm_backward.default, _aten.batch_norm_backward.default)
+
 CORRECTED: dict[Any, Callable[[Any, tuple[Any, ...], dict[str, Any], Note], Any]] = {
     _aten.mkldnn_rnn_layer.default: _rnn_layer,
     _aten._grouped_mm.default: _grouped_mm,
+    **dict.fromkeys(_BATCH_NORM_FORWARD, _batch_norm(0)),
+    **dict.fromkeys(_BATCH_NORM_BACKWARD, _batch_norm(1)),
 }
