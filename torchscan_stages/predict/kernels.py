@@ -109,7 +109,7 @@ def _batch_norm(input_at: int) -> Callable[[Any, tuple[Any, ...], dict[str, Any]
     def correct(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], note: Note) -> Any:
         out = func(*args, **kwargs)
         like = args[input_at] if len(args) > input_at else kwargs.get("input")
-        if not isinstance(out, (tuple, list)) or getattr(like, "device", None) is None:
+        if not isinstance(out, (tuple, list)) or not isinstance(like, torch.Tensor):
             return out
         if like.device.type != "cpu":
             return out
