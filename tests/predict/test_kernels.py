@@ -131,3 +131,24 @@ def test_batch_norm_on_a_transposed_input_matches_the_measured_peak(train: bool)
     # before: the Linear viewed the fake (transposed) output where the real run copies the
     # contiguous one: 0.67x in inference on this case (0.79x on the issue's, 0.88x PatchTST)
     assert report.peak.value == _measured(step)
+
+
+@pytest.mark.parametrize(
+    ("training", "grad"), [(False, True), (True, False)], ids=["eval_backward", "train_no_grad"]
+)
+def test_lstm_workspace_follows_grad_mode_not_the_module_flag(training: bool, grad: bool) -> None:
+    """oneDNN keeps its workspace whenever grad mode is on, whatever ``module.training``
+    says (the audit's saved-tensor comparison found it on Encodec's eval-mode LSTM, where
+    the prediction had 2 x 143,360 B less), and none under no_grad."""
+    model = nn.LSTM(32, 64, num_layers=2).train(training)
+    x = torch.randn(20, 16, 32)
+
+    def step() -> None:
+        with torch.set_grad_enabled(grad):
+            out = model(x)[0]
+            if grad:
+                out.pow(2).mean().backward()
+
+    report = predict_peak_memory(step, device="cpu")
+    assert report.peak.status == "complete"
+    assert report.peak.value == _measured(step)  # exact: the workspace is read off the kernel
