@@ -283,6 +283,12 @@ def check_capacity(capacity_bytes: int | None) -> None:
         raise ValueError(f"capacity_bytes must be a positive int of bytes, got {capacity_bytes!r}")
 
 
+def check_name(name: object) -> None:
+    """``name`` is None or a str: refused before the (possibly long) fake run."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str or None, got {type(name).__name__}")
+
+
 def fits(peak: MetricResult, resident: int, capacity: int | None) -> bool | None:
     """Complete: resident + peak <= capacity. A lower bound decides only when it exceeds it."""
     if capacity is None or peak.known_value is None:

@@ -18,7 +18,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..report import Diagnostic, PredictionReport
 from ..workloads import eager_compiled_code, lazy_output_diagnostic
 from .allocator import AllocatorModel, allocator_model
-from .assemble import build_report, check_capacity
+from .assemble import build_report, check_capacity, check_name
 from .cuda_semantics import following_cuda
 from .modules import QualifiedModuleStack
 from .ownership import Ownership
@@ -206,6 +206,7 @@ def predict_peak_memory(
     if not callable(workload):
         raise TypeError(f"workload must be a zero-argument callable, got {type(workload).__name__}")
     check_capacity(capacity_bytes)
+    check_name(name)
     if routing not in ROUTING:
         raise ValueError(f"routing must be one of {ROUTING}, got {routing!r}")
     allocator = allocator_model(str(device))
