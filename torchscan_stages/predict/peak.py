@@ -20,14 +20,14 @@ from ..workloads import eager_compiled_code, lazy_output_diagnostic
 from .allocator import AllocatorModel, allocator_model
 from .assemble import build_report, check_capacity, check_name
 from .cuda_semantics import following_cuda
+from .fidelity import real_run_semantics
 from .modules import QualifiedModuleStack
+from .offload import HostMemory
 from .ownership import Ownership
 from .parallelism import unmodelled
 from .preserve import UserObjects
-from .real_branch import answered_as_real
 from .resident import Reached, Residents, TorchGlobals, reach
 from .routing import ROUTING, WorstCaseRouting, worst_case_report
-from .scalar_reads import ScalarReads
 from .stops import FAKE_LIMITS, FakeRunStopped, stop_diagnostic
 from .tracker import PeakSnapshot, PeakTracker
 from .values import KnownValues
@@ -107,8 +107,7 @@ def _run(
             modules,
             ownership,
             following_cuda(modules, cuda) as semantics,
-            answered_as_real(tracker.values) as checks,
-            ScalarReads(tracker.values, modules) as reads,
+            real_run_semantics(tracker.values, modules, cuda) as fidelity,
         ):
             output = _call(workload, fake, tracker, diagnostics)
             lazy = lazy_output_diagnostic(output, "peak")
@@ -117,8 +116,9 @@ def _run(
                 diagnostics.append(lazy)
             snapshot = tracker.finish()
         diagnostics += [_compiled_as_eager(note) for note in compiled] + residents.notes()
-        diagnostics += checks.diagnostics() + reads.log.diagnostics()
-        tracker.assumptions += reads.log.assumptions()
+        diagnostics += fidelity.diagnostics()
+        tracker.host_memory = fidelity.host
+        tracker.assumptions += fidelity.assumptions()
         if semantics is not None:
             diagnostics += semantics.diagnostics()
             tracker.assumptions += semantics.assumptions()
@@ -220,4 +220,28 @@ def predict_peak_memory(
         tracker, snapshot, diagnostics, tracker.residents, allocator, str(device),
         capacity_bytes, name,
     )  # fmt: skip
+    report = _with_host_memory(report, tracker.host_memory)
     return report if bounds is None else worst_case_report(report, bounds)
+
+
+def _with_host_memory(report: PredictionReport, host: HostMemory | None) -> PredictionReport:
+    """save_on_cpu under a CUDA prediction: the saved tensors' host bytes, beside the peak."""
+    if host is None or not host.packed:
+        return report
+    result = report.peak.model_copy(
+        update={"value": host.peak, "known_value": host.peak, "scope": "predicted_host_memory"}
+    )
+    if report.peak.status != "complete":  # a stopped run saw part of what it would offload
+        result = result.model_copy(update={"value": None})
+    note = Diagnostic(
+        code="saved_tensors_on_host",
+        severity="info",
+        metric="host_bytes",
+        count=host.packed,
+        message=f"save_on_cpu moved {host.packed} saved tensor(s) to host memory, "
+        f"{host.peak:,} bytes at most at once: they are host_bytes, not in the device "
+        "peak; backward copies each back to the device when it needs it (counted)",
+    )
+    return report.model_copy(
+        update={"host_bytes": result, "diagnostics": [*report.diagnostics, note]}
+    )

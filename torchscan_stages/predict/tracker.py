@@ -133,6 +133,7 @@ class PeakTracker(TorchDispatchMode):
         self.assumptions: list[str] = []  # device semantics the prediction took
         self.routing: WorstCaseRouting | None = None  # routing="worst_case" only
         self.values: KnownValues | None = None  # small tensors' real values (values.py)
+        self.host_memory: Any = None  # save_on_cpu's host figure (offload.py), CUDA only
         ownership.assign = self.assign_role
 
     # ------------------------------------------------------------------ phase and owner
