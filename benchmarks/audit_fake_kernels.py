@@ -21,6 +21,7 @@ docs/prediction.md carries the committed copy.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import types
 from collections.abc import Callable
@@ -109,15 +110,20 @@ class Row:
     fake: int = 0
     fake_errors: int = 0
     stride_diffs: int = 0
+    left: int = 0  # calls whose corrected fake output still differs (bytes or strides)
 
 
-def _replay(func: Any, args: Any, kwargs: Any) -> tuple[int, list[tuple[int, ...]]] | None:
+def _replay(
+    func: Any, args: Any, kwargs: Any, corrected: bool
+) -> tuple[int, list[tuple[int, ...]]] | None:
+    """Output bytes and strides of ``func`` on fake copies: the fake kernel as torch has it,
+    or (``corrected``) as the predictor runs it."""
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     fake_args, fake_kwargs = tree_map(
         lambda x: mode.from_tensor(x) if isinstance(x, torch.Tensor) else x, (args, kwargs)
     )
     try:
-        with mode, _Corrected():
+        with mode, _Corrected() if corrected else contextlib.nullcontext():
             out = func(*fake_args, **fake_kwargs)
             return _bytes(out), _strides(out)
     except Exception:
@@ -281,7 +287,8 @@ def audit(steps: list[Step]) -> dict[str, Row]:
             continue
         for func, args, kwargs in recorder.calls.values():
             row = rows.setdefault(str(func), Row(str(func)))
-            fake = _replay(func, args, kwargs)  # first: the real replay may write its inputs
+            # fake first: the real replay may write its inputs
+            fake, fixed = (_replay(func, args, kwargs, corrected) for corrected in (False, True))
             out = func(*args, **kwargs)  # the same (compact) inputs on both sides
             row.calls += 1
             row.real += _bytes(out)
@@ -290,6 +297,7 @@ def audit(steps: list[Step]) -> dict[str, Row]:
             else:
                 row.fake += fake[0]
                 row.stride_diffs += fake[1] != _strides(out)
+            row.left += fixed != (_bytes(out), _strides(out))
     return rows
 
 
@@ -307,9 +315,16 @@ def table(rows: dict[str, Row]) -> str:
             agree += 1
             continue
         fake = f"{row.fake:,}" + (f" ({row.fake_errors} refused)" if row.fake_errors else "")
-        verdict = "corrected" if row.operator in corrected else "diagnostic (partial)"
+        verdict = "diagnostic (partial)"
+        if row.operator in corrected:
+            verdict = "corrected" if not row.left else f"corrected, {row.left} call(s) left"
         if row.operator == "aten._local_scalar_dense.default":
-            verdict = "constants read for real; a computed value stops the run (partial)"
+            verdict = (
+                "values of inputs and constants read for real (values.py); an unknown float "
+                "goes on as a placeholder (scalar_reads.py); else the run stops (partial)"
+            )
+        if row.operator == "aten.nonzero.default":
+            verdict = "answered from known values; else routing='worst_case' or a stop (partial)"
         lines.append(
             f"| `{row.operator}` | {row.calls} | {row.real:,} | {fake} | {row.stride_diffs} "
             f"| {verdict} |"

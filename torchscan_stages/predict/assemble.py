@@ -153,7 +153,13 @@ def _steady(
 
 # a diagnostic with one of these codes makes every figure of the run a lower bound
 PARTIAL_CODES = frozenset(
-    {"untracked_tensor", "fake_kernel_divergence", UNMODELLED, "branch_assumed"}
+    {
+        "untracked_tensor",
+        "fake_kernel_divergence",
+        UNMODELLED,
+        "branch_assumed",
+        "compiled_as_eager",
+    }
 )
 
 

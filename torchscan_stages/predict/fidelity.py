@@ -4,7 +4,8 @@
 * ``real_branch.py``: libraries' "am I traced?" checks answered as for the real run;
 * ``scalar_reads.py``: a float read no branch uses goes on; rule-answered branches listed;
 * ``recompute.py``: checkpoint recomputation runs under the same modes as its forward;
-* ``offload.py``: ``save_on_cpu`` under a CUDA prediction moves saved tensors to host.
+* ``offload.py``: ``save_on_cpu`` under a CUDA prediction moves saved tensors to host;
+* ``compiled.py``: a step running compiled code is the eager figure, and not complete.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..report import Diagnostic
+from .compiled import compile_calls, compiled_diagnostic
 from .offload import HostMemory, saved_on_host
 from .real_branch import TracingChecks, answered_as_real
 from .recompute import modes_in_recomputation
@@ -29,22 +31,29 @@ class Fidelity:
     checks: TracingChecks
     reads: ScalarReads
     host: HostMemory | None
+    compiled: list[str]  # compiled code the step reaches or compiles (compiled.py)
 
     def diagnostics(self) -> list[Diagnostic]:
-        return self.checks.diagnostics() + self.reads.log.diagnostics()
+        found = self.checks.diagnostics() + self.reads.log.diagnostics()
+        return found + compiled_diagnostic(sorted(set(self.compiled)))
 
     def assumptions(self) -> list[str]:
         return self.reads.log.assumptions()
 
 
 @contextlib.contextmanager
-def real_run_semantics(values: KnownValues, modules: Any, cuda: bool) -> Iterator[Fidelity]:
+def real_run_semantics(
+    values: KnownValues, modules: Any, cuda: bool, compiled: list[str]
+) -> Iterator[Fidelity]:
     """Enter after the other torch-function modes (checkpoint recomputation re-enters the
-    modes active when this is entered)."""
+    modes active when this is entered). ``compiled``: compiled code found before the run."""
     with (
         answered_as_real(values) as checks,
         ScalarReads(values, modules) as reads,
         modes_in_recomputation(),
         saved_on_host(cuda) as host,
+        compile_calls() as calls,
     ):
-        yield Fidelity(checks, reads, host)
+        fidelity = Fidelity(checks, reads, host, compiled)
+        yield fidelity
+        fidelity.compiled = compiled + calls

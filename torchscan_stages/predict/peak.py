@@ -19,6 +19,7 @@ from ..report import Diagnostic, PredictionReport
 from ..workloads import eager_compiled_code, lazy_output_diagnostic
 from .allocator import AllocatorModel, allocator_model
 from .assemble import build_report, check_capacity, check_name
+from .compiled import compiled_in
 from .cuda_semantics import following_cuda
 from .fidelity import real_run_semantics
 from .modules import QualifiedModuleStack
@@ -26,7 +27,7 @@ from .offload import HostMemory
 from .ownership import Ownership
 from .parallelism import unmodelled
 from .preserve import UserObjects
-from .resident import Reached, Residents, TorchGlobals, reach
+from .resident import Residents, TorchGlobals, reach
 from .routing import ROUTING, WorstCaseRouting, worst_case_report
 from .stops import FAKE_LIMITS, FakeRunStopped, stop_diagnostic
 from .tracker import PeakSnapshot, PeakTracker
@@ -99,15 +100,15 @@ def _run(
     ownership.name_of = modules._name
     saved, user = TorchGlobals.capture(), UserObjects.capture(workload)
     try:
-        _swap_with_values(residents, reach(workload), tracker.values)
+        compiled = _swap_with_values(residents, workload, tracker.values)
         # the module stack's hooks first, so a module is named before ownership labels it
         cuda = allocator.device_type == "cuda"
         with (
-            eager_compiled_code("the prediction") as compiled,
+            eager_compiled_code("the prediction") as notes,
             modules,
             ownership,
             following_cuda(modules, cuda) as semantics,
-            real_run_semantics(tracker.values, modules, cuda) as fidelity,
+            real_run_semantics(tracker.values, modules, cuda, compiled) as fidelity,
         ):
             output = _call(workload, fake, tracker, diagnostics)
             lazy = lazy_output_diagnostic(output, "peak")
@@ -115,7 +116,8 @@ def _run(
             if lazy is not None:
                 diagnostics.append(lazy)
             snapshot = tracker.finish()
-        diagnostics += [_compiled_as_eager(note) for note in compiled] + residents.notes()
+        diagnostics += [_compiled_as_eager(n) for n in notes if not fidelity.compiled]
+        diagnostics += residents.notes()
         diagnostics += fidelity.diagnostics()
         tracker.host_memory = fidelity.host
         tracker.assumptions += fidelity.assumptions()
@@ -130,13 +132,19 @@ def _run(
     return tracker, snapshot, diagnostics
 
 
-def _swap_with_values(residents: Residents, reached: Reached, values: KnownValues) -> None:
+def _swap_with_values(
+    residents: Residents, workload: Callable[[], Any], values: KnownValues
+) -> list[str]:
     """Swap what the workload reaches for fake copies; the small ones keep their values
-    (token ids, attention masks, position buffers: what data-dependent branches read)."""
+    (token ids, attention masks, position buffers: what data-dependent branches read).
+    Returns the compiled code it reaches (compiled.py)."""
+    reached = reach(workload)
+    compiled = compiled_in(workload, reached)
     buffers = [b for module in reached.modules for b in module.buffers()]
     residents.swap(reached)
     for real in [*reached.tensors, *buffers]:
         values.learn(residents.fake_of(real), real)
+    return compiled
 
 
 def _follow_cuda_defaults(optimizer: Any, assumptions: list[str]) -> None:
@@ -164,6 +172,10 @@ def _call(
             # reads data_ptr(); torch warns, and nothing here depends on that pointer
             warnings.filterwarnings(
                 "ignore", message="Accessing the data pointer of FakeTensor", category=UserWarning
+            )
+            # the prediction's own global module hooks, not the user's, make torch warn here
+            warnings.filterwarnings(
+                "ignore", message="Using `torch.compile\\(module\\)` when there are global hooks"
             )
             return workload()
     except FakeRunStopped as stop:
