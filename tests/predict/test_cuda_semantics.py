@@ -276,6 +276,7 @@ def test_save_on_cpu_moves_saved_tensors_to_the_host_figure() -> None:
     # and 3 weights (the first Linear's input needs no gradient, so its weight is not saved)
     assert moved.host_bytes.value == 9 * activation + 3 * weight
     assert moved.host_bytes.scope == "predicted_host_memory"
+    assert PredictionReport.model_validate_json(moved.model_dump_json()) == moved
     assert moved.peak.value < kept.peak.value  # the activations left the device
     cpu = predict_peak_memory(offloaded, device="cpu")  # a CPU run keeps them where they are
     assert (
