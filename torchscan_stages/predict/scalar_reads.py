@@ -36,6 +36,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.overrides import TorchFunctionMode
 
+from ..analysis.operators import never_compiled
 from ..report import Diagnostic
 from .stops import FakeRunStopped, UnknownValueUsed, user_line
 from .values import KnownValues, outside_modes
@@ -221,6 +222,12 @@ def _nested(shape: tuple[int, ...], leaf: Any) -> Any:
     return [_nested(shape[1:], leaf) for _ in range(shape[0])]
 
 
+_HANDLED: dict[Any, str] = {
+    torch.Tensor.item: "read", torch.Tensor.tolist: "read", torch.Tensor.__float__: "read",
+    torch.Tensor.numpy: "numpy", torch.Tensor.__array__: "numpy", torch.isin: "isin",
+}  # fmt: skip
+
+
 @dataclass(eq=False)
 class ScalarReads(TorchFunctionMode):
     """Reads of fake tensors: known values for real, unknown floats as ReadFloat."""
@@ -239,14 +246,16 @@ class ScalarReads(TorchFunctionMode):
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
     ) -> Any:
         kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
+        handled = _HANDLED.get(func)
+        if handled is None:  # nearly every call: one dict lookup
+            return func(*args, **kwargs)
         target = args[0] if args else None
-        if name in ("item", "tolist", "__float__") and isinstance(target, FakeTensor):
+        if handled == "read" and isinstance(target, FakeTensor):
             if target.dtype.is_floating_point and self._unknown(target):
-                return self._read(target, name)
-        elif name in ("numpy", "__array__") and isinstance(target, FakeTensor):
-            return self._numpy(target, name)
-        elif func is torch.isin:
+                return self._read(target, func.__name__)
+        elif handled == "numpy" and isinstance(target, FakeTensor):
+            return self._numpy(target, func.__name__)
+        elif handled == "isin":
             return self._isin(func, args, kwargs)
         return func(*args, **kwargs)
 
@@ -287,3 +296,6 @@ class ScalarReads(TorchFunctionMode):
                 never = torch.zeros(tuple(out.shape), dtype=torch.bool)
             self.values.learn(out, never, copy=False)
         return out
+
+
+never_compiled(ScalarReads.__torch_function__.__code__)

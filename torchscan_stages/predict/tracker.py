@@ -332,6 +332,7 @@ class PeakTracker(TorchDispatchMode):
         self.operators_seen += 1
         self.ownership.parallel.note(func, types)
         phase = self._phase()
+        inputs = None
         if func not in _LIFTS:  # a literal (torch.tensor(0.0)) made real, then lifted to fake
             inputs = tensors_in(kwargs, tensors_in(args, []))
             if self.residents is not None and any(type(item) in _PLAIN for item in inputs):
@@ -353,7 +354,7 @@ class PeakTracker(TorchDispatchMode):
             out = self._refused(func, args, kwargs, error)
         else:
             if self.values is not None:
-                self.values.follow(func, args, kwargs, out)
+                self.values.follow(func, args, kwargs, out, inputs)
         name = None
         for item in tensors_in(out, []):
             name = str(func) if name is None else name

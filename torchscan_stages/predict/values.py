@@ -46,6 +46,11 @@ _LIKE = frozenset(
      _aten.new_ones.default, _aten.new_zeros.default, _aten.new_full.default}
 )  # fmt: skip
 _NEVER = frozenset({torch.Tag.nondeterministic_seeded, torch.Tag.inplace_view})
+_LIFT = frozenset({_aten.lift_fresh.default, _aten.lift_fresh_copy.default})
+
+
+def _constant(tensor: Any) -> bool:
+    return isinstance(tensor, FakeTensor) and tensor.constant is not None
 
 
 def _tensors(tree: Any, into: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -70,17 +75,27 @@ def _map(tree: Any, leaf: Callable[[torch.Tensor], Any]) -> Any:
     return tree
 
 
+_WRITES: dict[Any, tuple[tuple[int, str], ...]] = {}  # operator -> its written arguments
+
+
+def _writes(func: Any) -> tuple[tuple[int, str], ...]:
+    known = _WRITES.get(func)
+    if known is None:
+        schema = getattr(func, "_schema", None)
+        known = tuple(
+            (index, argument.name)
+            for index, argument in enumerate(schema.arguments if schema is not None else ())
+            if argument.alias_info is not None and argument.alias_info.is_write
+        )
+        _WRITES[func] = known
+    return known
+
+
 def _written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
     """The tensor arguments ``func`` writes into (in-place and ``out=`` operators)."""
-    schema = getattr(func, "_schema", None)
-    if schema is None or not schema.is_mutable:
-        return []
     written: list[torch.Tensor] = []
-    for index, argument in enumerate(schema.arguments):
-        if argument.alias_info is None or not argument.alias_info.is_write:
-            continue
-        value = args[index] if index < len(args) else kwargs.get(argument.name)
-        _tensors(value, written)
+    for index, name in _writes(func):
+        _tensors(args[index] if index < len(args) else kwargs.get(name), written)
     return written
 
 
@@ -207,8 +222,16 @@ class KnownValues:
         except Exception:  # the fake run goes on without values
             return None
 
-    def follow(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
-        """After ``func`` ran on fakes: give its outputs values, or forget stale ones."""
+    def follow(self, func: Any, args: Any, kwargs: Any, out: Any, inputs: Any = None) -> None:
+        """After ``func`` ran on fakes: give its outputs values, or forget stale ones.
+        ``inputs``: its tensor arguments, when the caller has them."""
+        if inputs is not None and func not in _FACTORIES and func not in _LIFT:
+            values = self._values
+            if not any(id(t) in values or _constant(t) for t in inputs):
+                if self._by_storage and _writes(func):  # a write may reach a valued storage
+                    for tensor in _written(func, args, kwargs):
+                        self._forget_storage(tensor)
+                return  # no input has a value: neither has any output (the common case)
         written = _written(func, args, kwargs)
         outputs = _tensors(out, [])
         if any(isinstance(t, FakeTensor) and t.constant is not None for t in outputs):
