@@ -29,9 +29,11 @@ from .parallelism import unmodelled
 from .preserve import UserObjects
 from .resident import Residents, TorchGlobals, reach
 from .routing import ROUTING, WorstCaseRouting, worst_case_report
-from .stops import FAKE_LIMITS, FakeRunStopped, stop_diagnostic
+from .stops import FAKE_LIMITS, FakeRunStopped, stop_diagnostic, user_line
 from .tracker import PeakSnapshot, PeakTracker
 from .values import KnownValues
+
+_NO_DATA = "The tensor has a non-zero number of elements, but its data is not allocated yet"
 
 
 def _unseen_operator(error: Exception) -> str:
@@ -183,6 +185,10 @@ def _call(
     except FAKE_LIMITS as error:  # raised outside any operator (e.g. by a fake tensor method)
         found.append(stop_diagnostic(FakeRunStopped(_unseen_operator(error), None, None, error)))
     except RuntimeError as error:
+        if _NO_DATA in str(error):  # C++ read a fake tensor's data directly (no operator)
+            read = FakeRunStopped("a direct data read", None, user_line(), error)
+            found.append(stop_diagnostic(read))
+            return None
         if "_apply(): Couldn't swap" not in str(error):
             raise
         raise RuntimeError(

@@ -225,6 +225,7 @@ def _nested(shape: tuple[int, ...], leaf: Any) -> Any:
 _HANDLED: dict[Any, str] = {
     torch.Tensor.item: "read", torch.Tensor.tolist: "read", torch.Tensor.__float__: "read",
     torch.Tensor.numpy: "numpy", torch.Tensor.__array__: "numpy", torch.isin: "isin",
+    torch.tensor: "literal", torch.as_tensor: "literal",
 }  # fmt: skip
 
 
@@ -257,7 +258,25 @@ class ScalarReads(TorchFunctionMode):
             return self._numpy(target, func.__name__)
         elif handled == "isin":
             return self._isin(func, args, kwargs)
+        elif handled == "literal" and isinstance(target, (list, tuple)):
+            return func(self._literal(target), *args[1:], **kwargs)
         return func(*args, **kwargs)
+
+    def _literal(self, data: Any) -> Any:
+        """``torch.tensor([t1, t2])`` reads its elements' data directly (no operator), which
+        a fake tensor does not have: each element is replaced by its known value, or the
+        run stops here, saying so."""
+        if isinstance(data, (list, tuple)):
+            return type(data)(self._literal(item) for item in data)
+        if not isinstance(data, FakeTensor):
+            return data
+        value = self.values.value_of(data)
+        if value is None:
+            error = UnknownValueUsed(
+                "torch.tensor() of a list holding a tensor whose value the fake run does not have"
+            )
+            raise FakeRunStopped("torch.tensor", self.modules.current(), user_line(), error)
+        return value.tolist()
 
     def _read(self, tensor: torch.Tensor, name: str) -> Any:
         line = user_line() or "?"

@@ -130,11 +130,16 @@ class KnownValues:
             return None
         return known[2]
 
-    def learn(self, fake: torch.Tensor, real: torch.Tensor, *, copy: bool = True) -> None:
-        """``fake`` holds ``real``'s values (a private copy unless ``copy`` is False)."""
-        if not isinstance(fake, FakeTensor) or fake.constant is not None:
+    def learn(
+        self, fake: torch.Tensor, real: torch.Tensor, *, copy: bool = True, constant: bool = False
+    ) -> None:
+        """``fake`` holds ``real``'s values (a private copy unless ``copy`` is False);
+        ``constant``: a copy of the fake mode's own constant, refreshed."""
+        if not isinstance(fake, FakeTensor) or (fake.constant is not None and not constant):
             return
-        if isinstance(real, FakeTensor) or (copy and self.value_of(fake) is not None):
+        if isinstance(real, FakeTensor):
+            return
+        if copy and not constant and self.value_of(fake) is not None:
             return
         if real.numel() > VALUE_LIMIT or real.device.type != "cpu" or real.is_sparse:
             return
@@ -234,8 +239,15 @@ class KnownValues:
                 return  # no input has a value: neither has any output (the common case)
         written = _written(func, args, kwargs)
         outputs = _tensors(out, [])
-        if any(isinstance(t, FakeTensor) and t.constant is not None for t in outputs):
-            return  # the fake mode's own constant propagation ran it for real already
+        if any(_constant(t) for t in outputs):
+            # the fake mode's own constant propagation ran it for real already; keep a copy,
+            # since the fake mode drops a constant later (torch.tensor([2]) then .expand())
+            for tensor in [*outputs, *written]:
+                if isinstance(tensor, FakeTensor) and tensor.constant is not None:
+                    self.learn(tensor, tensor.constant, constant=True)
+                else:
+                    self._forget_storage(tensor)
+            return
         if not written and not any(isinstance(t, FakeTensor) for t in outputs):
             return
         if sum(t.numel() for t in outputs) > VALUE_LIMIT:
