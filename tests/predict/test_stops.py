@@ -83,3 +83,16 @@ def test_an_operator_that_raises_under_fake_tensors_is_a_diagnostic() -> None:
     stop = next(d for d in report.diagnostics if d.code == "fake_unsupported_operator")
     assert stop.operator == "aten.mm.default"
     assert "outside any module" in stop.message and "test_stops.py" in stop.message
+
+
+def test_an_unimplemented_fake_kernel_is_a_diagnostic_not_an_assertion() -> None:
+    """torch 2.13's fake ``_pin_memory`` raises ``AssertionError: NYI`` (FSDP2's default
+    ``CPUOffloadPolicy`` pins its host shards): a stop with the operator named."""
+
+    def workload() -> None:
+        torch.ops.aten._pin_memory.default(torch.ones(4))
+
+    report = predict_peak_memory(workload, device="cuda")
+    assert report.peak.status in ("partial", "unavailable")
+    stop = next(d for d in report.diagnostics if d.code == "fake_unsupported_operator")
+    assert stop.operator == "aten._pin_memory.default" and "NYI" in stop.message
