@@ -128,3 +128,34 @@ def test_numpy_in_a_step_is_a_diagnostic_not_a_raw_exception() -> None:
     assert report.peak.status == "partial"
     stop = next(d for d in report.diagnostics if d.code == "fake_unsupported_operator")
     assert stop.operator == "Tensor.numpy"
+
+
+class _LayerDrop(nn.Module):
+    """BART-family LayerDrop: each layer skipped at random in training."""
+
+    def __init__(self, layerdrop: float) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(32, 32) for _ in range(4))
+        self.layerdrop = layerdrop
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            if self.training and torch.rand([]) < self.layerdrop:  # skip the layer
+                continue
+            x = torch.relu(layer(x))
+        return x
+
+
+def test_a_layerdrop_draw_is_answered_kept_with_a_warning() -> None:
+    x = torch.randn(64, 32)
+    dropping, keeping = _LayerDrop(0.5), _LayerDrop(0.0)  # the same layers, draws aside
+
+    def step(model: nn.Module) -> Callable[[], None]:
+        return lambda: model(x).pow(2).mean().backward()
+
+    report = predict_peak_memory(step(dropping), device="cpu")
+    assert report.peak.status == "complete"
+    # every layer kept: the real step whose draws keep all four (layerdrop 0: same operators)
+    assert report.peak.value == _measured(step(keeping))
+    rule = next(d for d in report.diagnostics if d.code == "branch_assumed_by_rule")
+    assert rule.severity == "warning" and "LayerDrop" in rule.message

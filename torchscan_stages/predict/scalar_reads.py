@@ -15,7 +15,9 @@ value would choose what happens next:
 * GradScaler's "were there infs?" (``torch.amp.GradScaler._maybe_opt_step``) is answered
   "no": the optimizer steps, the run every healthy step takes (an assumption, listed);
 * generate's EOS check (``EosTokenCriteria``) is answered "no sequence emitted EOS": the
-  run goes to ``max_new_tokens``, the longest (and largest) generation; a warning says so.
+  run goes to ``max_new_tokens``, the longest (and largest) generation; a warning says so;
+* a LayerDrop draw (``if torch.rand([]) < self.layerdrop``, BART-family encoders and
+  decoders in training) is answered "kept": the most memory a step can need; a warning.
 
 Integer and boolean reads of unknown values stop the run as before (they are sizes, indices
 and branches). Reads of known values (constants, and small tensors made from real inputs:
@@ -27,6 +29,7 @@ function or C code that reads the float directly (``math.isfinite(x)``) sees NaN
 from __future__ import annotations
 
 import dis
+import linecache
 import math
 import sys
 from dataclasses import dataclass, field
@@ -75,7 +78,7 @@ class ReadLog:
             found.append(
                 Diagnostic(
                     code="branch_assumed_by_rule",
-                    severity="warning" if "generat" in what else "info",
+                    severity="warning" if what in _WARNED else "info",
                     metric="peak",
                     message=f"a branch on a computed value was answered by rule at {line}: {what}",
                 )
@@ -95,6 +98,15 @@ _EOS_NEVER = (
     "(the longest run, and the largest KV cache); a generation that stops earlier needs "
     "at most this"
 )
+
+
+_LAYER_KEPT = (
+    "LayerDrop: every layer is assumed kept (the draw is random; a step that drops layers "
+    "needs less), so this is the most memory a training step can take"
+)
+
+
+_WARNED = (_EOS_NEVER, _LAYER_KEPT)  # assumptions that can put the figure above a real step
 
 
 def _code_of(qualified: str, attribute: str) -> Any:
@@ -225,7 +237,7 @@ def _nested(shape: tuple[int, ...], leaf: Any) -> Any:
 _HANDLED: dict[Any, str] = {
     torch.Tensor.item: "read", torch.Tensor.tolist: "read", torch.Tensor.__float__: "read",
     torch.Tensor.numpy: "numpy", torch.Tensor.__array__: "numpy", torch.isin: "isin",
-    torch.tensor: "literal", torch.as_tensor: "literal",
+    torch.tensor: "literal", torch.as_tensor: "literal", torch.Tensor.__bool__: "bool",
 }  # fmt: skip
 
 
@@ -260,7 +272,22 @@ class ScalarReads(TorchFunctionMode):
             return self._isin(func, args, kwargs)
         elif handled == "literal" and isinstance(target, (list, tuple)):
             return func(self._literal(target), *args[1:], **kwargs)
+        elif handled == "bool" and self._unknown(target) and self._layer_drop():
+            return False  # the layer is kept: the most memory a step can need
         return func(*args, **kwargs)
+
+    def _layer_drop(self) -> bool:
+        """A LayerDrop draw (``if torch.rand([]) < self.layerdrop: continue``): random, so
+        unknowable; answered "kept" by rule, listed (the step then needs the most memory
+        any draw can)."""
+        frame = _caller()
+        if frame is None:
+            return False
+        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+        if "layerdrop" not in line.lower():
+            return False
+        self.log.assumed.setdefault(_LAYER_KEPT, _where(frame))
+        return True
 
     def _literal(self, data: Any) -> Any:
         """``torch.tensor([t1, t2])`` reads its elements' data directly (no operator), which
