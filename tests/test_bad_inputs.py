@@ -541,7 +541,59 @@ WORKLOADS: list[Case] = [
     ),
 ]
 
-CASES = API + REPORT_FILES + CONFIG + INTEGRATIONS + WORKLOADS
+
+def _predict(**options: Any) -> Any:
+    from torchscan_stages.predict import predict_peak_memory
+
+    return predict_peak_memory(lambda: torch.ones(2), **options)
+
+
+def _per_rank(predictor: str, **options: Any) -> Any:
+    import torchscan_stages
+
+    return getattr(torchscan_stages, predictor)(lambda _: torch.ones(2), world_size=2, **options)
+
+
+PREDICTION: list[Case] = [
+    (
+        "predict-device-index-text",
+        lambda t: _predict(device="cuda:abc"),
+        ValueError,
+        "device='cuda:abc' is not a valid device string; predictions take 'cuda', 'cuda:N'",
+    ),
+    (
+        "predict-device-index-negative",
+        lambda t: _predict(device="cuda:-1"),
+        ValueError,
+        "device='cuda:-1' is not a valid device string",
+    ),
+    (
+        "predict-device-cpu-index",
+        lambda t: _predict(device="cpu:7"),
+        ValueError,
+        "device='cpu:7': the CPU has no device index 7",
+    ),
+    (
+        "predict-name-not-str",
+        lambda t: _predict(device="cpu", name=123),
+        TypeError,
+        "name must be a str or None, got int",
+    ),
+    (
+        "predict-sharded-name-not-str",
+        lambda t: _per_rank("predict_sharded_peak_memory", name=123),
+        TypeError,
+        "name must be a str or None, got int",
+    ),
+    (
+        "predict-ddp-name-not-str",
+        lambda t: _per_rank("predict_ddp_peak_memory", name=123),
+        TypeError,
+        "name must be a str or None, got int",
+    ),
+]
+
+CASES = API + REPORT_FILES + CONFIG + INTEGRATIONS + WORKLOADS + PREDICTION
 
 
 @pytest.mark.parametrize(

@@ -204,7 +204,15 @@ def steady_diagnostics(tracker: PeakTracker) -> list[Diagnostic]:
 
 
 # a diagnostic with one of these codes makes every figure of the run a lower bound
-PARTIAL_CODES = frozenset({"untracked_tensor", "fake_kernel_divergence", UNMODELLED})
+PARTIAL_CODES = frozenset(
+    {
+        "untracked_tensor",
+        "fake_kernel_divergence",
+        UNMODELLED,
+        "branch_assumed",
+        "compiled_as_eager",
+    }
+)
 
 
 def is_complete(diagnostics: list[Diagnostic]) -> bool:
@@ -343,6 +351,12 @@ def check_capacity(capacity_bytes: int | None) -> None:
         or capacity_bytes <= 0
     ):
         raise ValueError(f"capacity_bytes must be a positive int of bytes, got {capacity_bytes!r}")
+
+
+def check_name(name: object) -> None:
+    """``name`` is None or a str: refused before the (possibly long) fake run."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str or None, got {type(name).__name__}")
 
 
 def fits(peak: MetricResult, resident: int, capacity: int | None) -> bool | None:

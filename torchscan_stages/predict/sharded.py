@@ -29,7 +29,7 @@ import torch
 from ..analysis.operators import never_compiled
 from ..report import Diagnostic, PredictionReport
 from .allocator import allocator_model
-from .assemble import check_capacity, per_rank_report
+from .assemble import check_capacity, check_name, per_rank_report
 from .ownership import Ownership
 from .parallelism import UNMODELLED, unmodelled
 from .peak import _run
@@ -332,6 +332,7 @@ def predict_sharded_peak_memory(
     if not callable(step):
         raise TypeError(f"step must be a callable taking the mesh, got {type(step).__name__}")
     check_capacity(capacity_bytes)
+    check_name(name)
     allocator = allocator_model(str(device))
     with fake_world(world_size, rank) as mesh:
         tracker, snapshot, diagnostics = _run(

@@ -508,6 +508,8 @@ class PredictionReport(_Report):
     steady_state_peak: MetricResult | None = None
     headline: Literal["peak", "steady_state_peak"] = "peak"
     assumptions: list[str] = Field(default_factory=list)
+    # saved tensors save_on_cpu moved to host memory (a CUDA prediction), beside the peak
+    host_bytes: MetricResult | None = None
     capacity_bytes: int | None = None
     fits: bool | None = None
     ran_without_data: bool = True
