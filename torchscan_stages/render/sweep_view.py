@@ -1,8 +1,8 @@
 """Sweep view: latency and throughput against threads, one line per precision.
 
-A report belongs to a sweep when its ``provenance.run.config`` names ``threads`` or
-``precision`` (as the pipeline's Hydra config does); a value the config does not name is
-taken from the report's own execution record, which is what actually ran.
+A report belongs to a sweep when its execution record holds the threads the pipeline
+configured (``ExecutionRecord.threads``; the pipeline's timed stages record it, with the
+precision), never from keys of the run's config.
 """
 
 from __future__ import annotations
@@ -39,35 +39,13 @@ class SweepView:
     notes: list[str]
 
 
-def _config_value(config: dict[str, Any], key: str) -> Any:
-    """``config[key]``; a config group (dict) gives its ``name`` or ``dtype`` entry."""
-    value = config.get(key)
-    if isinstance(value, dict):
-        for inner in ("name", "dtype", "value"):
-            if inner in value:
-                return value[inner]
-        return None
-    return value
-
-
 def sweep_key(report: BenchmarkReport) -> tuple[str, int] | None:
-    """(precision, threads) of a sweep member, or None when the config names neither."""
-    run = report.provenance.run
-    if run is None or report.latency is None:
+    """(precision, threads) of a sweep member: a timed report whose execution record holds
+    the threads the pipeline configured; None for any other report."""
+    execution = report.execution
+    if report.latency is None or execution.threads is None:
         return None
-    threads = _config_value(run.config, "threads")
-    precision = _config_value(run.config, "precision")
-    if threads is None and precision is None:
-        return None
-    if threads is None:
-        threads = report.execution.num_threads
-    if precision is None:
-        precision = report.execution.precision or "default"
-    try:
-        thread_count = int(threads)
-    except (TypeError, ValueError):
-        return None
-    return str(precision), thread_count
+    return execution.precision or "default", execution.threads
 
 
 def _point(x: str, result: MetricResult, caveats: list[str] | None = None) -> Point:
