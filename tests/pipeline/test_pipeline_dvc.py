@@ -77,7 +77,7 @@ def test_fresh_repro_runs_every_stage_and_reports_validate(reproduced: Reproduce
     repo = reproduced.path
     assert reproduced.first_run == MEASUREMENTS | ALWAYS | {"render"}
     commit_sha = run(repo, "git", "rev-parse", "HEAD").stdout.strip()
-    env_hash = json.loads((repo / "reports" / "env.json").read_text())["env_hash"]
+    env_hash = load_report(repo / "reports" / "env.json").provenance.env_hash
     for name in REPORTS:
         report = load_report(repo / "reports" / f"{name}.json")
         provenance_run = report.provenance.run
