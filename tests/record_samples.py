@@ -18,8 +18,8 @@ from torchscan_stages.report import load_report
 from torchscan_stages.report.fingerprint import EnvironmentReport, SourcesReport
 from torchscan_stages.report.sweep import JobStatus, SweepSummary
 
-# a user package's target (this file's module: hashed) and an installed one (not hashed)
-PARAMS = {"model": {"_target_": "record_samples.tiny"}, "input": {"_target_": "torch.randn"}}
+# a user package's target (this file's module: hashed) and the standard library's (not hashed)
+PARAMS = {"model": {"_target_": "record_samples.tiny"}, "input": {"_target_": "json.loads"}}
 
 
 def tiny() -> nn.Module:

@@ -127,7 +127,7 @@ def _user_package(folder: Path) -> dict[str, Any]:
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "net.py").write_text("def build():\n    return None\n")
-    params = {"model": {"_target_": "my_net.net.build"}, "input": {"_target_": "torch.randn"}}
+    params = {"model": {"_target_": "my_net.net.build"}, "input": {"_target_": "json.loads"}}
     (folder / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     return params
 
@@ -148,7 +148,7 @@ def test_the_fingerprints_stay_byte_identical_until_what_they_describe_changes(
     assert isinstance(environment, EnvironmentReport) and isinstance(hashed, SourcesReport)
     assert environment.provenance.run is None and hashed.provenance.run is None  # no commit
     assert hashed.sources["model"].files == 2  # my_net/__init__.py and my_net/net.py
-    assert hashed.sources["input"].sha256 is None  # torch is installed code: not hashed
+    assert hashed.sources["input"].sha256 is None  # the standard library: not hashed
     (tmp_path / "my_net" / "net.py").write_text("def build():\n    return 1\n")
     assert sources_stage.main([]) == 0
     assert sources.read_bytes() != first[sources][0]  # the model's source changed
