@@ -86,12 +86,6 @@ API: list[Case] = [
         "pass either input_shape (generated inputs) or args",
     ),
     (
-        "crawl-no-input",
-        lambda t: crawl_module(_model()),
-        ValueError,
-        "give input_shape (generated inputs) or args/kwargs",
-    ),
-    (
         "crawl-not-a-module",
         lambda t: crawl_module("model", (4,)),
         TypeError,  # type: ignore[arg-type]
@@ -520,6 +514,12 @@ INTEGRATIONS: list[Case] = [
         ValueError,
         "token_inputs: seq_len must be an int >= 0, got -1",
     ),
+    (
+        "hf-config-negative-count",
+        lambda t: _hf("build_hf_model", config_class="GPT2Config", n_layer=-1, n_embd=8),
+        ValueError,
+        "GPT2Config.n_layer must be >= 0 (its default is 12), got -1",
+    ),
 ]
 
 WORKLOADS: list[Case] = [
@@ -528,6 +528,16 @@ WORKLOADS: list[Case] = [
         lambda t: measure_flops(lambda x: x),
         TypeError,  # type: ignore[arg-type, misc]
         "missing 1 required positional argument: 'x'",
+    ),
+    (
+        "latency-clock-not-a-number",
+        lambda t: measure_latency(
+            lambda: None,
+            options={"clock": lambda: "now"},
+        ),
+        TypeError,
+        "clock must return seconds as a number, such as time.perf_counter(); clock() returned "
+        "'now' (str)",
     ),
 ]
 

@@ -84,7 +84,7 @@ def _function_definitions(name: str) -> list[str]:
 
 
 def test_each_shared_helper_is_defined_once() -> None:
-    """One concept, one helper (issue 28 item 8): the others were folded into these."""
+    """One concept, one helper: the others were folded into these."""
     homes = {
         "first_tensor": "torchscan_stages/analysis/call_values.py",
         "arg": "torchscan_stages/analysis/call_values.py",

@@ -2,6 +2,8 @@
 
 ``environment_fingerprint`` must not import torch: the pipeline's env stage runs it on every
 ``dvc repro`` and must stay cheap. Versions come from package metadata instead.
+
+Never: depends on a clock or a timestamp in the hash.
 """
 
 from __future__ import annotations

@@ -231,7 +231,7 @@ def test_rss_child_rebuilds_the_same_config(tmp_path: Path) -> None:
     assert phases == ["import", "build", "execute"]
 
 
-# --- bad input from issue 13: one line naming the problem, nothing lost ----------------
+# --- bad input: one line naming the problem, nothing lost -----------------------------
 
 
 def _stage_env(**extra: str) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Issue 15's HTML defects, one test each: what a person reads on the pipeline's page."""
+"""HTML defects a reader once met, one test each: what a person reads on the pipeline's page."""
 
 from __future__ import annotations
 

@@ -128,7 +128,7 @@ class PeakTracker(TorchDispatchMode):
         self._peak_phase: str | None = None
         self._peak_module: str | None = None
         self.snapshot = PeakSnapshot()
-        self.steady = SteadyState()
+        self.steady = SteadyState(residents.storages if residents is not None else None)
         self.assumptions: list[str] = []  # device semantics the prediction took
         self.routing: WorstCaseRouting | None = None  # routing="worst_case" only
         ownership.assign = self.assign_role
@@ -183,6 +183,8 @@ class PeakTracker(TorchDispatchMode):
         if timed:
             self._seq += 1
             since = self._seq
+            if category == "gradients":
+                self.steady.accumulated(key)
         module = weakref.ref(owner) if isinstance(owner, torch.nn.Module) else None
         roles.append(Role(category, module, name, since, rank, master))
 
@@ -193,7 +195,7 @@ class PeakTracker(TorchDispatchMode):
             self._aside.append(entry)  # part of the peak's live set
         self._provisional_host.discard(key)
         self.current -= entry.nbytes
-        self.steady.moved(key, -entry.nbytes, self.current)
+        self.steady.moved(key, -entry.nbytes, self.current, freed=True)
 
     def _note_input(self, tensor: torch.Tensor) -> None:
         storage = storage_of(tensor)
@@ -353,6 +355,8 @@ class PeakTracker(TorchDispatchMode):
                 raise FakeRunStopped(
                     str(func), self._modules.current(), user_line(), error
                 ) from error
+        if self.steady.watching:  # after a first step: what it writes is kept for the next
+            self.steady.wrote(func, args)
         name = None
         for item in tensors_in(out, []):
             name = str(func) if name is None else name
@@ -402,6 +406,18 @@ class PeakTracker(TorchDispatchMode):
             snap.by_module[module] = snap.by_module.get(module, 0) + entry.nbytes
         self.snapshot = snap
         return snap
+
+    def restart_peak(self) -> tuple[int, dict[str, int], PeakSnapshot, str | None, Any]:
+        """A new peak from what is live now (a second call of the step); returns the first
+        period's (peak, phase peaks, snapshot, phase and module at the peak) to put back."""
+        first = (self.peak, self.phase_peaks, self.snapshot, self._peak_phase, self._peak_module)
+        self.peak, self.phase_peaks, self._peak_seq = self.current, {}, self._seq
+        self._aside.clear()
+        return first
+
+    def put_back(self, first: tuple[int, dict[str, int], PeakSnapshot, str | None, Any]) -> None:
+        """The first period's figures again (after :meth:`restart_peak`)."""
+        self.peak, self.phase_peaks, self.snapshot, self._peak_phase, self._peak_module = first
 
 
 never_compiled(PeakTracker.__torch_dispatch__.__code__)

@@ -34,9 +34,9 @@ from ..report import (
     ServedCapacity,
     ServedReport,
     Status,
-    atomic_write_text,
     check_output_path,
     load_report,
+    write_output,
 )
 from ..report.history import HistoryReport
 from .analysis_view import (
@@ -409,7 +409,7 @@ def _page(title: str, body: Markup, scripted: bool = False) -> str:
 
 def _write(html: str, output: str | os.PathLike[str] | None) -> str:
     if output is not None:
-        atomic_write_text(output, html)
+        write_output(output, html)  # a path that cannot be written: ValueError naming it
     return html
 
 

@@ -29,6 +29,8 @@ Schema-version policy (``SCHEMA_VERSION``, written into every report):
 
 Every number a report carries is checked on load: counts, bytes, FLOPs and times are finite
 and non-negative, so a report ``load_report`` accepts can always be rendered.
+
+Never: measures, or lays out a page (number forms and ``print(report)`` lines only).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from .io import (
     clean_stale_temporaries,
     report_text,
     save_report,
+    write_output,
     write_temporary,
 )
 from .kinds import REPORT_KINDS, REPORT_TYPES, AnyReport
@@ -189,5 +192,6 @@ __all__ = [
     "report_text",
     "save_report",
     "trusted_construct",
+    "write_output",
     "write_temporary",
 ]
