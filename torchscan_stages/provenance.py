@@ -112,6 +112,19 @@ def _process_environment_hash() -> str:
     return environment_hash(environment_fingerprint())
 
 
+def environment_provenance() -> Provenance:
+    """The environment alone as a provenance (no runtime, run, git or host): what the
+    fingerprint reports (``reports/env.json``, ``reports/sources.json``) carry, so that they
+    stay byte-identical while the environment does. Never imports torch."""
+    info = environment_info()
+    return Provenance(
+        package_version=__version__,
+        torch_version=info.torch_version,
+        env_hash=environment_hash(),
+        environment=info,
+    )
+
+
 def runtime_state() -> RuntimeState:
     """Torch settings that change results; read at measurement time."""
     import torch

@@ -3,7 +3,6 @@ fits / does-not-fit grid, one row per world size, one fits column per batch."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -32,7 +31,7 @@ def test_multirun_over_world_size_gives_the_fits_grid(tmp_path: Path) -> None:
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads((sweep / "sweep_summary.json").read_text(encoding="utf-8"))
+    summary = load_report(sweep / "sweep_summary.json").model_dump(mode="json")
     grid: dict[int, dict[int, int]] = {}
     for row in summary["jobs"]:
         world = int(row["axes"]["predict.world_size"])

@@ -70,6 +70,24 @@ def test_every_kind_prints_its_brief_not_pydantics_repr() -> None:
         assert model.__str__ is BaseReport.__str__, kind  # no kind bypasses report_text
 
 
+def test_the_pipeline_records_print_what_they_hold() -> None:
+    from record_samples import environment_sample, job_status_sample, sweep_sample
+
+    sweep = str(sweep_sample()).splitlines()
+    # two jobs, the failed one named with its one-line error
+    assert sweep == [
+        "sweep summary 'tiny sweep'",
+        "  jobs: 2, 1 not completed",
+        "  job 1: failed: MemoryError: out of memory",
+    ]
+    assert str(job_status_sample()).splitlines()[:2] == [
+        "sweep job failed",
+        "  error: RuntimeError: out of memory",
+    ]
+    env = environment_sample()
+    assert str(env).splitlines()[0] == f"environment {env.provenance.env_hash}"
+
+
 def test_metrics_evidence_prints_its_weak_points() -> None:
     from torchscan_stages.provenance import build_provenance
     from torchscan_stages.report import MetricEvidence, MetricsEvidence

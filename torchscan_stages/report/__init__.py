@@ -2,7 +2,8 @@
 
 One package, one job per module: ``metric`` (MetricResult, Diagnostic), ``records`` (analysis
 layer records), ``models`` (the report kinds), ``kinds`` (the one list of them: ``AnyReport``,
-``REPORT_TYPES``), ``codec`` (the compact form), ``io`` (reading bytes, the atomic write,
+``REPORT_TYPES``), ``history``, ``evidence``, ``served``, ``sweep`` and ``fingerprint`` (kinds
+of their own), ``codec`` (the compact form), ``io`` (reading bytes, the atomic write,
 saving) and ``load`` (``load_report``). Import the names from here.
 
 Reports are the product: every number travels inside a :class:`MetricResult` that states
