@@ -130,3 +130,21 @@ def test_a_model_or_input_that_cannot_stream_is_refused_in_one_line(
     err = capsys.readouterr().err.strip()
     assert expected in err and "\n" not in err
     assert not (tmp_path / "reports").exists() and not (tmp_path / "metrics").exists()
+
+
+def test_padded_prompts_are_refused() -> None:
+    import types
+
+    import torch
+
+    from torchscan_stages.pipeline.schema import ConfigError
+    from torchscan_stages.pipeline.serving import prompt_rows
+
+    ids = torch.tensor([[5, 6, 7], [8, 9, 0]])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])  # the second prompt padded on the right
+    built = types.SimpleNamespace(kwargs={"input_ids": ids, "attention_mask": mask})
+    with pytest.raises(ConfigError, match="attention_mask pads some positions"):
+        prompt_rows(built, "padded")  # type: ignore[arg-type]
+    built.kwargs["attention_mask"] = torch.ones_like(ids)
+    rows = prompt_rows(built, "unpadded")  # type: ignore[arg-type]
+    assert [row.tolist() for row in rows] == [[5, 6, 7], [8, 9, 0]]  # one prompt per row
