@@ -41,6 +41,7 @@ from ._guards import depth_headroom, model_lock
 from .crawl_inputs import check_fill, prepare_call
 from .handlers import SCOPE, ModuleHandler, validate_custom_modules
 from .layer_records import Built, Mode, build
+from .layer_sums import COST_METRICS
 from .model_forms import (
     data_free_kind,
     scripted_diagnostics,
@@ -52,8 +53,6 @@ from .parameters_only import parameters_only
 from .recorder import Recorder
 from .tensor_meta import call_meta
 from .totals import lazy_diagnostic, lazy_paths, model_totals
-
-COST_METRICS = ("module_flops", "macs", "dmas")
 
 CONVENTIONS = {
     "flop": "one multiply-add = 2 FLOPs (1 MAC); each elementary add, multiply, divide, "
