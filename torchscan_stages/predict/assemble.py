@@ -308,9 +308,7 @@ def build_report(
 
 
 def per_rank_report(
-    tracker: PeakTracker,
-    snapshot: PeakSnapshot,
-    diagnostics: list[Diagnostic],
+    run: tuple[PeakTracker, PeakSnapshot, list[Diagnostic]],
     allocator: AllocatorModel,
     *,
     scheme: tuple[str, tuple[str, ...], list[Diagnostic]],
@@ -320,8 +318,10 @@ def per_rank_report(
     name: str | None,
 ) -> PredictionReport:
     """One rank's report of a parallel step (FSDP2, DDP): ``scheme`` is (its name, its
-    categories, its own diagnostics), ``world`` is (world size, rank). Resident tensors,
-    first step and steady state are counted as for one device, as this rank holds them."""
+    categories, its own diagnostics), ``world`` is (world size, rank), ``run`` the fake run's
+    (tracker, snapshot, diagnostics). Resident tensors, first step and steady state are
+    counted as for one device, as this rank holds them."""
+    tracker, snapshot, diagnostics = run
     sharding, categories, own = scheme
     found = diagnostics + diagnostics_of(tracker, allocator) + own
     figures = _figures(tracker, snapshot, found, allocator, capacity_bytes, categories)

@@ -194,7 +194,7 @@ def predict_ddp_peak_memory(
     done = _Wrapped()
     wrap = _make_wrap(done, world_size)
     try:
-        tracker, snapshot, diagnostics = _run(
+        run = _run(
             lambda: step(wrap),
             allocator,
             tracker_type=ShardedTracker,
@@ -205,9 +205,7 @@ def predict_ddp_peak_memory(
         for hook in done.hooks:
             hook.remove()  # the user's module is left without the stand-in's hook
     return per_rank_report(
-        tracker,
-        snapshot,
-        diagnostics,
+        run,
         allocator,
         scheme=("ddp", DDP_CATEGORIES, _ddp_diagnostics(done, world_size, rank, allocator)),
         world=(world_size, rank),

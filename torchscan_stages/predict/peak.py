@@ -77,31 +77,7 @@ def _run(
     tracker.routing = routing
     tracker.values = KnownValues(fake)
 
-    def settle(optimizer: Any) -> None:
-        readded = tracker.settle_host_counters(ownership.host_only(tracker.host_counters))
-        if readded:
-            diagnostics.append(
-                Diagnostic(
-                    code="host_counter_misjudged",
-                    metric="peak",
-                    message=f"{len(readded)} scalar tensor(s) made in an optimizer step were "
-                    "first taken for host-side step counters; the peak may be low by up to "
-                    f"{sum(readded)} bytes",
-                )
-            )
-
-    def ended(optimizer: Any) -> None:
-        settle(optimizer)
-        if ownership.in_step == 0:
-            tracker.steady.ended(optimizer, tracker.current)
-
-    def began(optimizer: Any) -> None:
-        if allocator.device_type == "cuda":
-            _follow_cuda_defaults(optimizer, tracker.assumptions)
-        tracker.steady.began(optimizer, tracker.current, tracker.peak)
-
-    ownership.on_step_begin = began
-    ownership.on_step_end = ended
+    _follow_optimizer_steps(tracker, ownership, allocator, diagnostics)
     ownership.name_of = modules._name
     saved, user = TorchGlobals.capture(), UserObjects.capture(workload)
     try:
@@ -141,6 +117,42 @@ def _run(
         saved.restore()
     diagnostics += user.notes()
     return tracker, snapshot, diagnostics
+
+
+def _follow_optimizer_steps(
+    tracker: PeakTracker,
+    ownership: Ownership,
+    allocator: AllocatorModel,
+    diagnostics: list[Diagnostic],
+) -> None:
+    """What an optimizer step's begin and end tell the tracker: host-side step counters
+    settled, the steady state's bookkeeping, and CUDA's optimizer defaults followed."""
+
+    def settle() -> None:
+        readded = tracker.settle_host_counters(ownership.host_only(tracker.host_counters))
+        if readded:
+            diagnostics.append(
+                Diagnostic(
+                    code="host_counter_misjudged",
+                    metric="peak",
+                    message=f"{len(readded)} scalar tensor(s) made in an optimizer step were "
+                    "first taken for host-side step counters; the peak may be low by up to "
+                    f"{sum(readded)} bytes",
+                )
+            )
+
+    def ended(optimizer: Any) -> None:
+        settle()
+        if ownership.in_step == 0:
+            tracker.steady.ended(optimizer, tracker.current)
+
+    def began(optimizer: Any) -> None:
+        if allocator.device_type == "cuda":
+            _follow_cuda_defaults(optimizer, tracker.assumptions)
+        tracker.steady.began(optimizer, tracker.current, tracker.peak)
+
+    ownership.on_step_begin = began
+    ownership.on_step_end = ended
 
 
 def _counts(semantics: Any) -> dict[str, Any]:

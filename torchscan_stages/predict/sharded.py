@@ -335,18 +335,16 @@ def predict_sharded_peak_memory(
     check_name(name)
     allocator = allocator_model(str(device))
     with fake_world(world_size, rank) as mesh:
-        tracker, snapshot, diagnostics = _run(
+        run = _run(
             lambda: step(mesh),
             allocator,
             tracker_type=ShardedTracker,
             ownership_type=ShardedOwnership,
         )
-    ownership = tracker.ownership
+    ownership = run[0].ownership
     assert isinstance(ownership, ShardedOwnership)
     return per_rank_report(
-        tracker,
-        snapshot,
-        diagnostics,
+        run,
         allocator,
         scheme=("fsdp2", SHARDED_CATEGORIES, _sharding_diagnostics(ownership, world_size, rank)),
         world=(world_size, rank),
