@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from ..report import Diagnostic
-from .resident import Reached
+from .resident import Reached, cell_filled
 
 _DEPTH = 3
 
@@ -52,19 +52,11 @@ def _compiled(obj: Any) -> bool:
 def _refs(function: Any) -> list[Any]:
     if not isinstance(function, types.FunctionType):
         return []
-    found = [c.cell_contents for c in function.__closure__ or () if _filled(c)]
+    found = [c.cell_contents for c in function.__closure__ or () if cell_filled(c)]
     found += list(function.__defaults__ or ())
     names = function.__code__.co_names
     found += [function.__globals__[n] for n in names if n in function.__globals__]
     return found
-
-
-def _filled(cell: types.CellType) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018 - an empty cell raises ValueError
-    except ValueError:
-        return False
-    return True
 
 
 def compiled_in(workload: Callable[[], Any], reached: Reached) -> list[str]:

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from ..report import Diagnostic
+from .resident import cell_filled
 
 _MAX_OBJECTS = 50_000  # the walk stops here (and says so): a step reaching a whole program
 _MAX_DEPTH = 8
@@ -39,14 +40,6 @@ _MODULE_HOOK_DICTS = (
     "_global_forward_hooks_with_kwargs", "_global_buffer_registration_hooks",
     "_global_module_registration_hooks", "_global_parameter_registration_hooks",
 )  # fmt: skip
-
-
-def _filled(cell: types.CellType) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018 - an empty cell raises ValueError
-    except ValueError:
-        return False
-    return True
 
 
 def _global_names(code: types.CodeType) -> set[str]:
@@ -149,7 +142,7 @@ class UserObjects:
     def _save_function(self, function: types.FunctionType) -> list[Any]:
         children: list[Any] = []
         for cell in function.__closure__ or ():
-            filled = _filled(cell)
+            filled = cell_filled(cell)
             value = cell.cell_contents if filled else None
             self.cells.append((cell, filled, value))
             if filled:
@@ -228,7 +221,7 @@ _MISSING = _Missing()
 
 def _put_cell(cell: types.CellType, filled: bool, value: Any) -> None:
     if filled:
-        if not _filled(cell) or cell.cell_contents is not value:
+        if not cell_filled(cell) or cell.cell_contents is not value:
             cell.cell_contents = value
-    elif _filled(cell):
+    elif cell_filled(cell):
         del cell.cell_contents

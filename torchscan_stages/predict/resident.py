@@ -70,7 +70,7 @@ def _children(obj: Any) -> Iterator[Any]:
         yield obj.__func__
         return
     if isinstance(obj, types.FunctionType):
-        yield from (cell.cell_contents for cell in obj.__closure__ or () if _filled(cell))
+        yield from (cell.cell_contents for cell in obj.__closure__ or () if cell_filled(cell))
         yield from obj.__defaults__ or ()
         yield from (obj.__kwdefaults__ or {}).values()
         names = _global_names(obj.__code__)
@@ -90,7 +90,8 @@ def _children(obj: Any) -> Iterator[Any]:
             yield call
 
 
-def _filled(cell: types.CellType) -> bool:
+def cell_filled(cell: types.CellType) -> bool:
+    """Whether a closure cell holds a value yet (reading an empty one raises)."""
     try:
         cell.cell_contents  # noqa: B018 - an empty cell raises ValueError
     except ValueError:
@@ -117,7 +118,7 @@ def reach(workload: Callable[[], Any]) -> Reached:
     frontier: list[tuple[Any, int]] = [(workload, 0)]
     if isinstance(workload, types.FunctionType):
         for cell in workload.__closure__ or ():
-            if _filled(cell) and isinstance(cell.cell_contents, torch.Tensor):
+            if cell_filled(cell) and isinstance(cell.cell_contents, torch.Tensor):
                 found.cells.append((cell, cell.cell_contents))
     while frontier and len(seen) < _MAX_OBJECTS:
         obj, depth = frontier.pop(0)
