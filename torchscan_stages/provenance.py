@@ -116,13 +116,18 @@ def environment_provenance() -> Provenance:
     """The environment alone as a provenance (no runtime, run, git or host): what the
     fingerprint reports (``reports/env.json``, ``reports/sources.json``) carry, so that they
     stay byte-identical while the environment does. Never imports torch."""
+    return Provenance(**_environment_fields())
+
+
+def _environment_fields() -> dict[str, Any]:
+    """The fields every provenance starts from: versions, the environment and its hash."""
     info = environment_info()
-    return Provenance(
-        package_version=__version__,
-        torch_version=info.torch_version,
-        env_hash=environment_hash(),
-        environment=info,
-    )
+    return {
+        "package_version": __version__,
+        "torch_version": info.torch_version,
+        "env_hash": environment_hash(),
+        "environment": info,
+    }
 
 
 def runtime_state() -> RuntimeState:
@@ -177,12 +182,8 @@ def build_provenance(
 ) -> Provenance:
     """Provenance for a new report. ``run`` defaults to the context set by the pipeline;
     ``host`` is the host state a timing recorded (load, governor, other busy processes)."""
-    info = environment_info()
     return Provenance(
-        package_version=__version__,
-        torch_version=info.torch_version,
-        env_hash=environment_hash(),
-        environment=info,
+        **_environment_fields(),
         runtime=runtime_state() if include_runtime else None,
         run=run if run is not None else _current_run,
         host=host,
