@@ -59,7 +59,7 @@ def _fail(message: str, code: int = EXIT_USAGE) -> int:
 
 
 def _bisect(args: argparse.Namespace) -> int:
-    from ..compare.benchmarks import DEFAULT_MIN_EFFECT
+    from ..compare.deltas import DEFAULT_MIN_EFFECT
     from ..history.bisect import BisectError, MetricNameError, bisect_step
 
     if not args.metric:

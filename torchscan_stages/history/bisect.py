@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..compare.benchmarks import DEFAULT_MIN_EFFECT, compare_benchmarks
+from ..compare.benchmarks import compare_benchmarks
+from ..compare.deltas import DEFAULT_MIN_EFFECT
 from ..report import BenchmarkReport, load_report, save_report
 from .cache import ReportCache, cache_dir, metric_result
 from .gitread import GitError, ObjectReader, commits_between, resolve
@@ -75,7 +76,7 @@ def verdict(before: Any, after: Any, name: str, min_effect: float) -> tuple[str,
         if wanted is None and name.startswith("peak_") and name.endswith("_bytes"):
             wanted = "memory." + name.removeprefix("peak_").removesuffix("_bytes")
         if wanted is not None:
-            comparison = compare_benchmarks(before, after, min_effect=min_effect)
+            comparison = compare_benchmarks(before, after, judge={"min_effect": min_effect})
             for delta in comparison.deltas:
                 if delta.metric == wanted or delta.metric.startswith(wanted):
                     return delta.verdict, delta.ratio

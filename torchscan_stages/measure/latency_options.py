@@ -142,24 +142,31 @@ def validate_work(work_units: object, unit: object) -> None:
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-# the settings each options object carries, as the flat keywords they used to be
-_OPTION_FIELDS = {"latency": frozenset(f.name for f in fields(LatencyOptions))}
 
 
-def moved_into_options(kind: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
-    """For one release: a former flat keyword of a setting that now lives in ``options=``
-    gets a TypeError naming its new spelling, not Python's bare "unexpected keyword"."""
-    names = _OPTION_FIELDS[kind]
+def moved_into_options(**homes: type) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """For one release: a former flat keyword of a setting that now lives in an options
+    object gets a TypeError naming its new spelling, not Python's bare "unexpected keyword".
+
+    ``homes`` maps each options keyword of the function to its dataclass
+    (``options=LatencyOptions``, ``judge=Judge``); a field is looked up in the order given,
+    so a setting two objects hold is named in the first.
+    """
+    moved: dict[str, tuple[str, str]] = {}
+    for keyword, kind in homes.items():
+        for name in (f.name for f in fields(kind)):
+            moved.setdefault(name, (keyword, kind.__name__))
 
     def wrap(function: Callable[_P, _R]) -> Callable[_P, _R]:
         @functools.wraps(function)
         def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-            moved = sorted(set(kwargs) & names)
-            if moved:
-                first = moved[0]
+            flat = sorted(set(kwargs) & set(moved))
+            if flat:
+                first = flat[0]
+                keyword, kind = moved[first]
                 raise TypeError(
-                    f"{function.__name__}({first}=...) moved into options=: pass "
-                    f"options={{{first!r}: ...}} or options=LatencyOptions({first}=...)"
+                    f"{function.__name__}({first}=...) moved into {keyword}=: pass "
+                    f"{keyword}={{{first!r}: ...}} or {keyword}={kind}({first}=...)"
                 )
             return function(*args, **kwargs)
 
