@@ -118,6 +118,7 @@ def test_the_judge_sets_the_rounds_sampled_and_recorded(sim_clock: SimulatedCloc
     )
     assert (result.settings["min_blocks"], result.settings["noise_threshold"]) == (12, 0.2)
     assert result.settings["rounds"] >= 12
+    assert "target_relative_iqr" not in result.settings  # measure_latency's rule, unused
     assert result.deltas[0].verdict == "slower"  # 1.3 ms vs 1.0 ms, +-1% noise
 
 

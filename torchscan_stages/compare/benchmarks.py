@@ -323,7 +323,8 @@ def _compare_workloads(
     run = timed.run
     settings: dict[str, Any] = {
         **judge.settings(),
-        **options.settings(),
+        # what the comparison used: measure_latency's stop rule is never applied here
+        **{k: v for k, v in options.settings().items() if k not in _UNUSED},
         "interleaved": True,
         "paired_bootstrap": True,
         "stop_reason": run.stop_reason,
