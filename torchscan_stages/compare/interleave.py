@@ -39,7 +39,6 @@ LOCATION_LEVEL = 0.1
 STOP_NARROW = "interval_narrower_than_min_effect"
 STOP_BUDGET = "time_budget"
 STOP_BACKSTOP = "wall_clock_backstop"
-CHECK_RESAMPLES = 300  # bootstrap resamples of each stop check (the final interval uses more)
 CHECK_GROWTH = 1.25
 
 Enough = Callable[["InterleavedRun"], bool]
@@ -303,11 +302,6 @@ def ratio_of_locations(
         paired=paired,
         level=level,
     )
-
-
-def interval_settled(estimate: RatioEstimate, min_effect: float) -> bool:
-    """The adaptive stop: the interval is narrower than the minimum effect (relative width)."""
-    return (estimate.high - estimate.low) / estimate.ratio < min_effect
 
 
 def latency_verdict(estimate: RatioEstimate, *, min_effect: float) -> tuple[str, str]:

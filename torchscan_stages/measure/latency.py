@@ -72,8 +72,7 @@ from .work_probe import WorkProbe
 
 Progress = Callable[[str], None]
 
-# The defaults live in LatencyOptions; these names stay for code that imported them.
-__all__ = ["Clock", "LatencyOptions", "measure_latency"]
+__all__ = ["measure_latency"]
 
 
 def timer_resolution(clock: Clock, *, max_reads: int = 100_000) -> float | None:
