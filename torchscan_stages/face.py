@@ -19,7 +19,7 @@ from .analysis.call_values import held_parameters
 from .analysis.crawl import Mode, crawl_module
 from .analysis.handlers import ModuleHandler
 from .analysis.operators import count_workload
-from .measure.latency_options import LatencyOptions
+from .measure.latency_options import LatencyOptions, moved_into_options
 from .measure.profile import DEFAULT_ROW_LIMIT
 from .measure.rss import DEFAULT_TIMEOUT_S
 from .measure.workload import PassPlan, run_passes
@@ -83,6 +83,7 @@ def summary(  # noqa: PLR0913
 
 # too many arguments: the public spec fixes measure_workload's passes and work keywords;
 # the rest are per-pass inputs of the one call that prints (timing settings are in options=)
+@moved_into_options(options=LatencyOptions, renamed={"latency_options": "options"})
 def measure_workload(  # noqa: PLR0913
     workload: Workload,
     *,

@@ -10,6 +10,7 @@ workload runs, wherever it came from.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
@@ -144,22 +145,37 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def moved_into_options(**homes: type) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+def moved_into_options(
+    *, renamed: Mapping[str, str] | None = None, **homes: Any
+) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
     """For one release: a former flat keyword of a setting that now lives in an options
     object gets a TypeError naming its new spelling, not Python's bare "unexpected keyword".
 
     ``homes`` maps each options keyword of the function to its dataclass
     (``options=LatencyOptions``, ``judge=Judge``); a field is looked up in the order given,
-    so a setting two objects hold is named in the first.
+    so a setting two objects hold is named in the first. ``renamed`` maps a former synonym
+    of an options keyword to it (``{"latency_options": "options"}``).
     """
     moved: dict[str, tuple[str, str]] = {}
     for keyword, kind in homes.items():
         for name in (f.name for f in fields(kind)):
             moved.setdefault(name, (keyword, kind.__name__))
+    synonyms = dict(renamed or {})
 
     def wrap(function: Callable[_P, _R]) -> Callable[_P, _R]:
+        own = set(inspect.signature(function).parameters)
+        clash = sorted(own & (set(moved) | set(synonyms)))
+        if clash:  # a keyword of its own would be refused as moved
+            raise TypeError(f"{function.__name__} has its own keyword(s) {clash}")
+
         @functools.wraps(function)
         def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            old = sorted(set(kwargs) & set(synonyms))
+            if old:
+                raise TypeError(
+                    f"{function.__name__}({old[0]}=...) is now {synonyms[old[0]]}=: pass the "
+                    f"same object or mapping as {synonyms[old[0]]}=..."
+                )
             flat = sorted(set(kwargs) & set(moved))
             if flat:
                 first = flat[0]
