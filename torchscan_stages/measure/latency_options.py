@@ -125,10 +125,10 @@ class LatencyOptions:
 
 
 # One place for the defaults. A comparison measures longer than a single latency pass: its
-# interval must become narrower than the minimum effect, so its time budget is larger, and it
-# needs more rounds before a verdict. Everything else is shared.
+# interval must become narrower than the minimum effect, so its time budget is larger (the
+# rounds it needs before a verdict are its Judge's min_blocks). Everything else is shared.
 MEASURE_DEFAULTS = LatencyOptions()
-COMPARE_DEFAULTS = LatencyOptions(min_run_time=0.5, max_run_time=8.0, min_blocks=10)
+COMPARE_DEFAULTS = LatencyOptions(min_run_time=0.5, max_run_time=8.0)
 
 
 def validate_work(work_units: object, unit: object) -> None:
