@@ -305,6 +305,24 @@ def first_call(workload: Workload, sync: Callable[[], None], clock: Clock) -> tu
     return output, clock() - start
 
 
+def _run_settings(
+    options: LatencyOptions,
+    calibration: BlockCalibration,
+    sampling: _Blocks,
+    clock: tuple[float | None, float],
+) -> dict[str, Any]:
+    """What a latency section records of how it was timed: the options, the calibrated
+    block, the clock's (resolution, overhead of an empty timed region) and the restarts."""
+    return {
+        **options.settings(),
+        "target_block_time_s": calibration.target_block_time_s,
+        "timer_resolution_s": clock[0],
+        "timed_region_overhead_s": clock[1],
+        "block_escalations": sampling.escalations,
+        "discarded_blocks": sampling.discarded,
+    }
+
+
 def run_latency(
     workload: Workload,
     options: LatencyOptions = MEASURE_DEFAULTS,
@@ -341,12 +359,7 @@ def run_latency(
         workload, options, sampling, (sync, read, probe_for(options)), deadline, progress
     )
     settings = {
-        **options.settings(),
-        "target_block_time_s": calibration.target_block_time_s,
-        "timer_resolution_s": resolution,
-        "timed_region_overhead_s": overhead,
-        "block_escalations": sampling.escalations,
-        "discarded_blocks": sampling.discarded,
+        **_run_settings(options, calibration, sampling, (resolution, overhead)),
         "work_units": work_units,
         "unit": unit,
     }
