@@ -67,8 +67,10 @@ if search.batch is not None:
     for batch in (search.batch, search.batch + 1):
         direct = predict_sharded_peak_memory(factory(batch), world_size=8, device="cuda",
                                              capacity_bytes=CAPACITY)
-        print(f"  direct batch {{batch}}: {{direct.peak.known_value / 2**30:.2f}} GiB"
-              f" fits={{direct.fits}}", file=out)
+        steady = direct.steady_state_peak or direct.peak
+        print(f"  direct batch {{batch}}: {{steady.known_value / 2**30:.2f}} GiB steady state"
+              f" (first step {{direct.peak.known_value / 2**30:.2f}}) fits={{direct.fits}}",
+              file=out)
 out.close()
 """
 

@@ -6,7 +6,7 @@ module hooks; benchmarks/peers.py), the operator counter alone (what a full craw
 of it is the crawl's own share), ``crawl_module`` full and structure, and ptflops (when
 importable: run this under ``benchmarks/.venv``). Each ratio is taken within its round
 (variant / plain of the same round); the table gives median [IQR] over rounds, for process
-CPU time and for wall time. The bars (issue 18), judged on the CPU-time median:
+CPU time and for wall time. The bars, judged on the CPU-time median:
 
 * ResNet-50-shaped CNN and Transformer: full <= dispatch floor + hooks floor - 1 + 0.10;
 * 5,000 blocks: full no slower per block than ptflops (same model, same plain forward: the
@@ -17,7 +17,7 @@ CPU time and for wall time. The bars (issue 18), judged on the CPU-time median:
 ``--scaffolding`` times each speed shortcut against the plain path behind it instead
 (benchmarks/scaffolding.py). ``--attribution`` also times the per-layer operator FLOPs step
 (``layer_records.operator_flops``)
-inside full crawls of the CNN and GPT-2 (bar: at most 1.05x, issue 14). ``--quick`` runs fewer
+inside full crawls of the CNN and GPT-2 (bar: at most 1.05x). ``--quick`` runs fewer
 rounds; ``--doc docs/benchmarks.md`` writes the ``bench_crawl`` block
 there (atomically, between its markers); ``--markdown`` prints it.
 """

@@ -10,7 +10,7 @@ cache. Interleaved in each round, one thread:
 * **the stream**: ``token_stream_handler(model, max_new_tokens=N)(prompt)``, timed per
   ``next()``: TTFT is the time to the first token, TPOT the mean time per later token.
 
-The claim (issue 39): TTFT within 20% of the prefill alone and TPOT within 20% of the
+The claim: TTFT within 20% of the prefill alone and TPOT within 20% of the
 decode step alone (medians over rounds). What it shows: the handler adds no work of its
 own per token, so a served TTFT/TPOT measured through it is the model's prefill and decode.
 

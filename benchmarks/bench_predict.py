@@ -15,6 +15,9 @@ is a warm-up, not timed), and predicted/measured (``measure_peak_memory`` on the
 ``--memtracker-up-to N`` (default 400) runs MemTracker only up to N blocks: its own cost
 grows faster than linearly in depth (about 14 CPU-s at 100 blocks on the loaded 2-core
 machine), so the deepest steps would take it many minutes.
+
+``--sharded`` (code in ``bench_predict_sharded.py``) puts the FSDP2 steady state and
+``max_batch_size(world_size=2)`` beside torch's ``FSDPMemTracker`` on the same fake world.
 """
 
 from __future__ import annotations
@@ -113,6 +116,11 @@ def depth(blocks: list[int], memtracker_up_to: int = 400) -> None:
 def main() -> int:
     import tempfile
 
+    if "--sharded" in sys.argv:
+        from benchmarks.bench_predict_sharded import sharded
+
+        sharded()
+        return 0
     if "--depth" in sys.argv:
         up_to = 400
         if "--memtracker-up-to" in sys.argv:

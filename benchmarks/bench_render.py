@@ -11,7 +11,7 @@ times; the page's script writes ``performance.now()`` into the DOM once the tree
 rows are built (``data-built-ms``) and after the next frame (``data-painted-ms``), and the
 whole browser process (start to DOM dump) is timed too.
 
-Bars (issue 18): render <= 5 s, peak RSS <= 1 GiB, page <= 15 MB, open in Chromium < 3 s.
+Bars: render <= 5 s, peak RSS <= 1 GiB, page <= 15 MB, open in Chromium < 3 s.
 """
 
 from __future__ import annotations

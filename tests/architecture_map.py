@@ -50,7 +50,8 @@ def _docstring(path: Path) -> str:
 
 
 def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0].strip() if text.strip() else "(no docstring)"
+    """The docstring's summary: its first paragraph, joined to one line."""
+    return " ".join(text.strip().split("\n\n")[0].split()) if text.strip() else "(no docstring)"
 
 
 def _never(text: str) -> str | None:

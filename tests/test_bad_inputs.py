@@ -86,12 +86,6 @@ API: list[Case] = [
         "pass either input_shape (generated inputs) or args",
     ),
     (
-        "crawl-no-input",
-        lambda t: crawl_module(_model()),
-        ValueError,
-        "give input_shape (generated inputs) or args/kwargs",
-    ),
-    (
         "crawl-not-a-module",
         lambda t: crawl_module("model", (4,)),
         TypeError,  # type: ignore[arg-type]
@@ -520,6 +514,12 @@ INTEGRATIONS: list[Case] = [
         ValueError,
         "token_inputs: seq_len must be an int >= 0, got -1",
     ),
+    (
+        "hf-config-negative-count",
+        lambda t: _hf("build_hf_model", config_class="GPT2Config", n_layer=-1, n_embd=8),
+        ValueError,
+        "GPT2Config.n_layer must be >= 0 (its default is 12), got -1",
+    ),
 ]
 
 WORKLOADS: list[Case] = [
@@ -529,9 +529,71 @@ WORKLOADS: list[Case] = [
         TypeError,  # type: ignore[arg-type, misc]
         "missing 1 required positional argument: 'x'",
     ),
+    (
+        "latency-clock-not-a-number",
+        lambda t: measure_latency(
+            lambda: None,
+            options={"clock": lambda: "now"},
+        ),
+        TypeError,
+        "clock must return seconds as a number, such as time.perf_counter(); clock() returned "
+        "'now' (str)",
+    ),
 ]
 
-CASES = API + REPORT_FILES + CONFIG + INTEGRATIONS + WORKLOADS
+
+def _predict(**options: Any) -> Any:
+    from torchscan_stages.predict import predict_peak_memory
+
+    return predict_peak_memory(lambda: torch.ones(2), **options)
+
+
+def _per_rank(predictor: str, **options: Any) -> Any:
+    import torchscan_stages
+
+    return getattr(torchscan_stages, predictor)(lambda _: torch.ones(2), world_size=2, **options)
+
+
+PREDICTION: list[Case] = [
+    (
+        "predict-device-index-text",
+        lambda t: _predict(device="cuda:abc"),
+        ValueError,
+        "device='cuda:abc' is not a valid device string; predictions take 'cuda', 'cuda:N'",
+    ),
+    (
+        "predict-device-index-negative",
+        lambda t: _predict(device="cuda:-1"),
+        ValueError,
+        "device='cuda:-1' is not a valid device string",
+    ),
+    (
+        "predict-device-cpu-index",
+        lambda t: _predict(device="cpu:7"),
+        ValueError,
+        "device='cpu:7': the CPU has no device index 7",
+    ),
+    (
+        "predict-name-not-str",
+        lambda t: _predict(device="cpu", name=123),
+        TypeError,
+        "name must be a str or None, got int",
+    ),
+    (
+        "predict-sharded-name-not-str",
+        lambda t: _per_rank("predict_sharded_peak_memory", name=123),
+        TypeError,
+        "name must be a str or None, got int",
+    ),
+    (
+        "predict-ddp-name-not-str",
+        lambda t: _per_rank("predict_ddp_peak_memory", name=123),
+        TypeError,
+        "name must be a str or None, got int",
+    ),
+]
+
+CASES = API + REPORT_FILES + CONFIG + INTEGRATIONS + WORKLOADS + PREDICTION
 
 
 @pytest.mark.parametrize(

@@ -133,8 +133,9 @@ def test_sweep_summary_warns_when_timing_jobs_overlapped(tmp_path: Path) -> None
     job("1", "05", "15")  # overlaps job 0 on the same host
     job("2", "20", "30")
     summary = summarize_jobs([tmp_path / n for n in "012"], tmp_path)
-    assert summary["overlapping_timings"] == [["0/reports/latency.json", "1/reports/latency.json"]]
-    assert "1 pair(s) of timing jobs overlapped" in summary["warning"]
+    assert summary.overlapping_timings == [("0/reports/latency.json", "1/reports/latency.json")]
+    assert summary.warning is not None
+    assert "1 pair(s) of timing jobs overlapped" in summary.warning
 
 
 def test_more_preempted_blocks_late_is_a_load_change() -> None:

@@ -13,13 +13,14 @@ SPEC_NAMES = {
     "compare_benchmarks", "render_report", "load_report",
     "AnalysisReport", "FlopReport", "BenchmarkReport", "ReportDiff", "BenchmarkComparison",
     "MetricResult", "Diagnostic", "ModuleHandler", "IncompleteAnalysisError",
-    "predict_peak_memory", "PredictionReport",  # issue 17: prediction before running
-    "LatencyOptions", "Judge",  # issue 28 item 7: the settings objects, accepted as options=
-    "predict_sharded_peak_memory", "max_batch_size", "BatchSearch",  # issue 24: per rank
-    "predict_ddp_peak_memory",  # issue 24: DDP's gradient buckets per rank
+    "predict_peak_memory", "PredictionReport",  # prediction before running
+    "LatencyOptions", "Judge",  # the settings objects, accepted as options=
+    "predict_sharded_peak_memory", "max_batch_size", "BatchSearch",  # per rank
+    "predict_ddp_peak_memory",  # DDP's gradient buckets per rank
+    "predict_memory",  # one entry: one device, or one rank of FSDP2 or DDP
     "measure_served", "served_capacity", "ServeOptions", "CapacitySearch",  # served load
     "ServedReport", "ServedCapacity",
-    "generation_cost", "kv_cache_plan",  # issue 39: LLM generation cost, KV-cache planner
+    "generation_cost", "kv_cache_plan",  # LLM generation cost, KV-cache planner
 }  # fmt: skip
 
 

@@ -179,7 +179,7 @@ def test_trusted_construct_equals_model_construct() -> None:
     assert other.model_fields_set is direct.model_fields_set
 
 
-# ------------------------------------------------------- impossible numbers (issue 13, 7)
+# ------------------------------------------------------- impossible numbers
 
 
 def _benchmark_document() -> dict[str, object]:
@@ -265,7 +265,7 @@ def test_negative_transposed_padding_still_allowed() -> None:
     assert result.value == -2
 
 
-# ------------------------------------------------------- unreadable files (issue 13, 9)
+# ------------------------------------------------------- unreadable files
 
 
 def test_load_report_on_a_directory(tmp_path: Path) -> None:
@@ -298,7 +298,7 @@ def test_load_report_refuses_other_argument_types() -> None:
         load_report(3)  # type: ignore[arg-type]
 
 
-# ---------------------------------------------------- interrupted writes (issue 13, 10)
+# ---------------------------------------------------- interrupted writes
 
 
 def test_sigkilled_write_temporaries_are_cleaned_on_next_write(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import torch
 from hypothesis import event, given
 from hypothesis import strategies as st
 from property_settings import property_settings
+from record_samples import environment_sample, job_status_sample, sources_sample, sweep_sample
 from served_reports import capacity_sample, served_sample
 from simulated_clock import SimulatedClock
 from torch import nn
@@ -122,6 +123,11 @@ def _every_kind() -> dict[str, Any]:
             "warmed_median_s": MetricEvidence(status="complete", warnings=["too_few_blocks"]),
         },
     )
+    # the pipeline's records, each written by its own writer and read back
+    reports["sweep_summary"] = sweep_sample()
+    reports["job_status"] = job_status_sample()
+    reports["environment"] = environment_sample()
+    reports["sources"] = sources_sample()
     assert {r.kind for r in reports.values()} == set(REPORT_TYPES)  # every kind is here
     return reports
 

@@ -2,6 +2,8 @@
 
 Only the names of the public contract (docs/api.md) live here. They load on first use, so
 ``import torchscan_stages`` (and the pipeline's env stage) does not import torch.
+
+Never: imports torch, dvc, hydra or transformers at import time.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from .predict import predict_peak_memory
     from .predict.capacity import BatchSearch, max_batch_size
     from .predict.ddp import predict_ddp_peak_memory
+    from .predict.entry import predict_memory
     from .predict.sharded import predict_sharded_peak_memory
     from .render import render_report
     from .report import (
@@ -64,6 +67,7 @@ _PUBLIC: dict[str, str] = {
     "predict_sharded_peak_memory": ".predict.sharded",
     "max_batch_size": ".predict.capacity",
     "predict_ddp_peak_memory": ".predict.ddp",
+    "predict_memory": ".predict.entry",
     "kv_cache_plan": ".serve.kv_plan",
     "BatchSearch": ".predict.capacity",
     "compare_reports": ".compare.reports",
@@ -122,6 +126,7 @@ __all__ = [
     "measure_served",
     "measure_workload",
     "predict_ddp_peak_memory",
+    "predict_memory",
     "predict_peak_memory",
     "predict_sharded_peak_memory",
     "profile_workload",

@@ -3,6 +3,8 @@
 A measurement names the device whose work it must wait for and whose allocator it reads.
 Asking for a device that is not there is an error, never a silent fallback to the CPU: a
 "CUDA latency" silently measured on the CPU would be a fabricated number.
+
+Never: falls back silently to the CPU.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ They sit on the face because each joins layers that never import each other: ``s
 crawls (analysis) and prints the table (render); ``measure_workload`` runs the passes
 (measure) with analysis' operator counter for the FLOP pass, and prints the summary
 (render). Below this module, analysis and measure return reports and never print.
+
+Never: computes a number of its own.
 """
 
 from __future__ import annotations

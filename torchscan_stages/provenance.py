@@ -2,6 +2,8 @@
 
 ``environment_fingerprint`` must not import torch: the pipeline's env stage runs it on every
 ``dvc repro`` and must stay cheap. Versions come from package metadata instead.
+
+Never: depends on a clock or a timestamp in the hash.
 """
 
 from __future__ import annotations
@@ -108,6 +110,19 @@ def _process_environment_hash() -> str:
     """This process's hash, once: every report asks for it, and its fingerprint is cached
     (environment_info), so hashing it again would only cost time (0.1 ms per report)."""
     return environment_hash(environment_fingerprint())
+
+
+def environment_provenance() -> Provenance:
+    """The environment alone as a provenance (no runtime, run, git or host): what the
+    fingerprint reports (``reports/env.json``, ``reports/sources.json``) carry, so that they
+    stay byte-identical while the environment does. Never imports torch."""
+    info = environment_info()
+    return Provenance(
+        package_version=__version__,
+        torch_version=info.torch_version,
+        env_hash=environment_hash(),
+        environment=info,
+    )
 
 
 def runtime_state() -> RuntimeState:

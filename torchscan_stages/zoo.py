@@ -2,6 +2,8 @@
 
 They validate runtime behaviour and cost analysis; they say nothing about task accuracy.
 Every factory is deterministic for a given seed.
+
+Never: downloads.
 """
 
 from __future__ import annotations

@@ -377,7 +377,7 @@ def test_flags_and_grad_restored_after_success() -> None:
         ({"args": (torch.randn(1, 10),), "dtype": torch.float64}, ValueError, "dtype"),
         ({"input_shape": (10,), "custom_modules": {int: None}}, TypeError, "custom_modules"),
         ({"input_shape": (10,), "custom_mapping": {"mm": len}}, TypeError, "custom_mapping"),
-        ({}, ValueError, "input_shape"),
+        ({"custom_mapping": {"mm": len}}, TypeError, "custom_mapping"),  # no input: checked too
     ],
 )
 def test_bad_arguments_before_forward(kwargs: dict[str, Any], error: type, word: str) -> None:

@@ -1,6 +1,6 @@
 """A step is confident only on clean evidence: the newcomer's four commits, and their twin.
 
-The newcomer's sequence (issue 38): four commits of results; the first was measured with
+The newcomer's sequence: four commits of results; the first was measured with
 one block, stopped by the timing backstop on a loaded host (330 ms), the other three at a
 quieter moment (26.5 ms); the code had not changed speed. Its compare ratios were
 ``inconclusive``. The evidence sidecars (``metrics/<stage>.evidence.json``, written here

@@ -99,9 +99,10 @@ def test_the_sweep_summary_reads_metrics_not_their_evidence(tmp_path: Path) -> N
     ctx.write_metrics({"warmed_median_s": 0.01})
     commit_outputs(ctx.pending)
     summary = summarize_jobs([job], tmp_path, listed=True)
-    [row] = summary["jobs"]
-    assert row["latency_warmed_median_s"] == 0.01
-    assert not any(key.startswith("latency.evidence") for key in row)
+    [row] = summary.jobs
+    columns = row.model_dump()
+    assert columns["latency_warmed_median_s"] == 0.01
+    assert not any(key.startswith("latency.evidence") for key in columns)
 
 
 def test_a_damaged_sidecar_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -18,6 +18,8 @@ from child_env import clean_env
 from torchscan_stages.pipeline.loader import compose_yaml, load_config, read_params
 from torchscan_stages.pipeline.schema import ConfigError, validate_config
 from torchscan_stages.pipeline.workload import build_workload, thread_settings
+from torchscan_stages.report import load_report
+from torchscan_stages.report.fingerprint import EnvironmentReport
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGES_WITH_PARAMS = ("crawl", "flops", "memory", "latency", "rss", "profile", "compare", "serve")
@@ -187,8 +189,9 @@ def test_package_and_env_stage_import_neither_torch_nor_dvc_nor_hydra(tmp_path: 
     first = target.read_bytes()
     _run_python(code, ROOT)
     assert target.read_bytes() == first  # byte-identical when nothing changed
-    document = json.loads(first)
-    assert len(document["env_hash"]) == 16 and "torch_version" in document["fingerprint"]
+    document = load_report(first)
+    assert isinstance(document, EnvironmentReport)
+    assert len(document.provenance.env_hash) == 16 and document.provenance.torch_version
 
 
 def test_stage_under_dvc_does_not_import_hydra_or_dvc(tmp_path: Path) -> None:
@@ -228,7 +231,7 @@ def test_rss_child_rebuilds_the_same_config(tmp_path: Path) -> None:
     assert phases == ["import", "build", "execute"]
 
 
-# --- bad input from issue 13: one line naming the problem, nothing lost ----------------
+# --- bad input: one line naming the problem, nothing lost -----------------------------
 
 
 def _stage_env(**extra: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import yaml
 from pipeline_checks import (
     ALWAYS,
     ENV_ONLY,
@@ -34,6 +35,7 @@ from pipeline_checks import (
 )
 from pipeline_children import dvc_env
 from pipeline_repo import PipelineRepos, Reproduced, repro, run
+from written_files import json_files
 
 from torchscan_stages.report import FlopReport, ServedReport, load_report
 from torchscan_stages.serve.metrics import served_metrics
@@ -77,7 +79,7 @@ def test_fresh_repro_runs_every_stage_and_reports_validate(reproduced: Reproduce
     repo = reproduced.path
     assert reproduced.first_run == MEASUREMENTS | ALWAYS | {"render"}
     commit_sha = run(repo, "git", "rev-parse", "HEAD").stdout.strip()
-    env_hash = json.loads((repo / "reports" / "env.json").read_text())["env_hash"]
+    env_hash = load_report(repo / "reports" / "env.json").provenance.env_hash
     for name in REPORTS:
         report = load_report(repo / "reports" / f"{name}.json")
         provenance_run = report.provenance.run
@@ -118,6 +120,13 @@ def test_fresh_repro_runs_every_stage_and_reports_validate(reproduced: Reproduce
     }
     assert 0 < flop_metrics["product_flops"] < flop_metrics["total_flops"]
     assert (repo / "reports" / "index.html").read_text().startswith("<!DOCTYPE html>")
+    # every JSON output dvc.lock records loads as a report kind, but DVC's own flat formats
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    outs = {repo / o["path"] for stage in lock["stages"].values() for o in stage.get("outs", [])}
+    kinds = {load_report(path).kind for path, skip in json_files(repo, outs) if not skip}
+    skipped = {path.parent.name for path, skip in json_files(repo, outs) if skip}
+    assert {"environment", "sources", "metrics_evidence", "analysis", "benchmark"} <= kinds
+    assert skipped == {"metrics", "plots"}
 
 
 def test_second_repro_measures_nothing(repo: Path) -> None:

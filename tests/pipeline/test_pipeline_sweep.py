@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -45,7 +44,7 @@ def test_multirun_writes_a_report_per_job_and_summarises_only_that_sweep(
     for report in loaded:  # the basic launcher runs jobs one by one: each was alone
         shares = [d for d in report.diagnostics if d.code == "timing_host_share"]
         assert [d.count for d in shares] == [1], shares  # 1 = itself; no other timing job
-    summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
+    summary = load_report(sweep_dir / "sweep_summary.json").model_dump(mode="json")
     assert sorted(row["job"] for row in summary["jobs"]) == ["0", "1"]  # not the stale "99"
     html = (sweep_dir / "sweep_summary.html").read_text()
     assert "<script" not in html and "Sweep" in html
@@ -70,5 +69,5 @@ def test_sweep_through_launcher_plugins(tmp_path: Path, launcher: list[str]) -> 
     assert result.returncode == 0, result.stderr[-2000:]
     reports = sorted(sweep_dir.glob("[0-9]/reports/crawl.json"))
     assert [load_report(path).kind for path in reports] == ["analysis", "analysis"]
-    summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
+    summary = load_report(sweep_dir / "sweep_summary.json").model_dump(mode="json")
     assert sorted((row["job"], row["seed"]) for row in summary["jobs"]) == [("0", 1), ("1", 2)]

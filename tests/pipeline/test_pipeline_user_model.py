@@ -24,6 +24,9 @@ from pipeline_checks import (
 )
 from pipeline_repo import PipelineRepos, repro, run
 
+from torchscan_stages.report import load_report
+from torchscan_stages.report.fingerprint import SourcesReport
+
 # A bound on a hang, not a timing claim: each test's `dvc repro` runs (and the first test's
 # share of the reproduced template's full run) took up to 7.5 min at a load average of 8 on
 # 2 cores (2026-12-01), over pytest's 600 s default; each child command keeps its own limit.
@@ -70,8 +73,9 @@ def test_editing_the_users_model_file_reruns_exactly_the_model_stages(repo: Path
     compose = ("python", "-m", "torchscan_stages.pipeline.compose")
     run(repo, *compose, "--set-default", "model=mine", "input=mine")
     assert repro(repo) == MEASUREMENTS | ALWAYS | {"render"}
-    sources = json.loads((repo / "reports" / "sources.json").read_text())
-    assert sources["model"]["package"] == "my_models" and sources["model"]["files"] == 2
+    sources = load_report(repo / "reports" / "sources.json")
+    assert isinstance(sources, SourcesReport)
+    assert sources.sources["model"].package == "my_models" and sources.sources["model"].files == 2
     before = json.loads((repo / "metrics" / "crawl.json").read_text())["parameters"]
     # Linear(16, 8) + Linear(8, 4): 16*8+8 + 8*4+4 = 136 + 36 = 172 parameters
     assert before == 172

@@ -28,6 +28,8 @@ from pipeline_checks import commit_as_the_readme_says
 from pipeline_children import dvc_env
 from pipeline_repo import PipelineRepos
 
+from torchscan_stages.report import load_report
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,7 +136,7 @@ def _sweep(
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=400, check=False,
     )  # fmt: skip
     assert result.returncode == 0, (name, result.stdout[-1500:], result.stderr[-3000:])
-    summary: dict[str, Any] = json.loads((sweep_dir / "sweep_summary.json").read_text())
+    summary: dict[str, Any] = load_report(sweep_dir / "sweep_summary.json").model_dump(mode="json")
     return summary
 
 
@@ -239,7 +241,7 @@ def test_the_dvc_queue_gives_the_same_grid_as_a_multirun(
         "--dvc-experiments", str(tmp_path / "repo"),
     )  # fmt: skip
     assert "(5 jobs, 1 failed)" in printed  # 4 grid experiments + the failing one
-    rows = json.loads((out / "sweep_summary.json").read_text())["jobs"]
+    rows = load_report(out / "sweep_summary.json").model_dump(mode="json")["jobs"]
     failed = [row for row in rows if row["status"] == "failed"]
     assert len(failed) == 1 and failed[0]["axes"]["crawl.mode"] == "bogus"
     assert "crawl.mode" in failed[0]["error"] and "bogus" in failed[0]["error"], failed

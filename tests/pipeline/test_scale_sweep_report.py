@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from pipeline_children import crawl_sweep
 
+from torchscan_stages.provenance import build_provenance
 from torchscan_stages.report import load_report
+from torchscan_stages.report.sweep import JobStatus, SweepJob, SweepSummary
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +27,7 @@ def test_a_job_that_fails_mid_sweep_shows_as_failed_and_the_others_complete(
     sweep_dir = tmp_path / "sweep"
     result = crawl_sweep(sweep_dir, *launcher, "crawl.mode=full,bogus,structure")
     assert result.returncode != 0  # the sweep as a whole reports the failure
-    summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
+    summary = load_report(sweep_dir / "sweep_summary.json").model_dump(mode="json")
     jobs = {row["job"]: row for row in summary["jobs"]}
     assert sorted(jobs) == ["0", "1", "2"]  # the failed job is listed, not missing
     assert [jobs[j]["status"] for j in ("0", "1", "2")] == ["completed", "failed", "completed"]
@@ -54,7 +55,8 @@ def _job(folder: Path, overrides: list[str], status: dict[str, str] | None) -> N
     (folder / ".hydra").mkdir(parents=True)
     (folder / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
     if status is not None:
-        (folder / "job_status.json").write_text(json.dumps(status))
+        provenance = build_provenance(include_runtime=False)
+        JobStatus(provenance=provenance, **status).save(folder / "job_status.json")
 
 
 def test_summary_of_listed_folders_keeps_every_job_with_its_status(tmp_path: Path) -> None:
@@ -70,7 +72,7 @@ def test_summary_of_listed_folders_keeps_every_job_with_its_status(tmp_path: Pat
     _job(tmp_path / "b", ["threads=2", "seed=0"], {"status": "failed", "error": "E: boom"})
     (tmp_path / "c").mkdir()  # named, but nothing ever ran there
     folders = [tmp_path / name for name in ("a", "b", "c")]
-    summary = summarize_jobs(folders, tmp_path, title="t", listed=True)
+    summary = summarize_jobs(folders, tmp_path, title="t", listed=True).model_dump(mode="json")
     rows = {row["job"]: row for row in summary["jobs"]}
     assert {k: r["status"] for k, r in rows.items()} == {
         "a": "completed", "b": "failed", "c": "unknown",
@@ -93,25 +95,23 @@ def test_an_unreadable_report_fails_its_job_row_not_the_summary(tmp_path: Path) 
     broken = tmp_path / "a" / "reports" / "latency.json"
     broken.write_text("{nope")  # a report cut short
     summary = summarize_jobs([tmp_path / "a"], tmp_path, title="t", listed=True)
-    (row,) = summary["jobs"]
-    assert row["status"] == "failed"
-    assert str(broken) in row["error"] and "malformed JSON" in row["error"]
-    assert "_hosts" not in row  # the private host list never reaches the written table
+    (row,) = summary.jobs
+    assert row.status == "failed" and row.error is not None
+    assert str(broken) in row.error and "malformed JSON" in row.error
 
 
 def test_the_failure_block_lists_every_failed_job_with_its_error() -> None:
     from torchscan_stages.pipeline.sweep import failure_block
 
-    summary = {
-        "jobs": [
-            {"job": "0", "status": "completed", "axes": {"threads": "1"}},
-            {"job": "1", "status": "failed", "axes": {"threads": "2"}, "error": "E: boom"},
-            {"job": "2", "status": "unknown", "error": "no report and no job_status.json"},
-        ]
-    }
+    jobs = [
+        SweepJob(job="0", status="completed", axes={"threads": "1"}),
+        SweepJob(job="1", status="failed", axes={"threads": "2"}, error="E: boom"),
+        SweepJob(job="2", status="unknown", error="no report and no job_status.json"),
+    ]
+    summary = SweepSummary(provenance=build_provenance(include_runtime=False), title="t", jobs=jobs)
     assert failure_block(summary) == [
         "2 failed job(s):",
         "  job 1 (threads=2): E: boom",
         "  job 2: no report and no job_status.json",
     ]
-    assert failure_block({"jobs": summary["jobs"][:1]}) == []
+    assert failure_block(summary.model_copy(update={"jobs": jobs[:1]})) == []

@@ -1,4 +1,4 @@
-"""Stages record what was measured, clean up on signals, and fail in one line (issue 27)."""
+"""Stages record what was measured, clean up on signals, and fail in one line."""
 
 from __future__ import annotations
 

@@ -34,15 +34,21 @@ def ddp_step(
     *,
     buffers: bool = False,
     shape: DecoderShape = TINY,
+    steps: int = 1,
+    set_to_none: bool = True,
     **options: Any,
 ) -> Callable[[Any], None]:
+    """``steps``: training steps on the one model (2: the real steady state's reference);
+    ``set_to_none=False`` keeps the gradients between steps."""
+
     def step(wrap: Any) -> None:
         torch.manual_seed(0)
         model = wrap(NormedDecoder(shape) if buffers else Decoder(shape), **options)
         optimizer = torch.optim.AdamW(model.parameters())
-        ids = torch.randint(0, shape.vocab, (batch, tokens))
-        model(ids).float().pow(2).mean().backward()
-        optimizer.step()
-        optimizer.zero_grad()
+        for _ in range(steps):
+            ids = torch.randint(0, shape.vocab, (batch, tokens))
+            model(ids).float().pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=set_to_none)
 
     return step

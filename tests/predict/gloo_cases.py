@@ -32,16 +32,45 @@ FSDP_CASES: dict[str, dict[str, Any]] = {
     "fsdp_no_reshard": {"reshard_after_forward": False},
 }
 DDP_CASES: dict[str, bool] = {"ddp": False, "ddp_buffers": True}  # name -> BatchNorm buffers
+# the steady state's real reference: the same steps run twice on one model, measured whole
+# (the peak of two steps is the second's); name -> (family, case, set_to_none)
+STEADY_CASES: dict[str, tuple[str, str, bool]] = {
+    "fsdp_steady": ("fsdp", "fsdp", True),
+    "fsdp_no_reshard_steady": ("fsdp", "fsdp_no_reshard", True),
+    "ddp_steady": ("ddp", "ddp", True),
+    "ddp_keep_steady": ("ddp", "ddp", False),  # zero_grad(set_to_none=False)
+}
+# the FSDP2 max_batch_size check: two real steps at each of these batches (the test aims its
+# capacity between the last two, so the search must answer the second-to-last)
+CAPACITY_BATCHES = (3, 4)
+DDP_CAPACITY_BATCHES = (5, 6)  # the same for DDP (its steady state is affine from batch 4)
 
 
-def fsdp_case(name: str) -> Callable[[Any], None]:
-    """``step(mesh)`` of the FSDP2 case ``name``."""
-    return fsdp_step(GLOO_SHAPE, batch=BATCH, tokens=TOKENS, **FSDP_CASES[name])
+def fsdp_case(name: str, steps: int = 1, batch: int = BATCH) -> Callable[[Any], None]:
+    """``step(mesh)`` of the FSDP2 case ``name``, ``steps`` steps on one model."""
+    return fsdp_step(GLOO_SHAPE, batch=batch, tokens=TOKENS, steps=steps, **FSDP_CASES[name])
 
 
-def ddp_case(name: str) -> Callable[[Any], None]:
-    """``step(wrap)`` of the DDP case ``name``."""
-    return ddp_step(BATCH, TOKENS, buffers=DDP_CASES[name], shape=GLOO_SHAPE)
+def ddp_case(
+    name: str, steps: int = 1, set_to_none: bool = True, batch: int = BATCH
+) -> Callable[[Any], None]:
+    """``step(wrap)`` of the DDP case ``name``, ``steps`` steps on one model."""
+    return ddp_step(
+        batch,
+        TOKENS,
+        buffers=DDP_CASES[name],
+        shape=GLOO_SHAPE,
+        steps=steps,
+        set_to_none=set_to_none,
+    )
+
+
+def steady_case(name: str, steps: int) -> Callable[[Any], None]:
+    """The steady-state case ``name`` at ``steps`` steps: ``step(mesh)`` or ``step(wrap)``."""
+    family, case, set_to_none = STEADY_CASES[name]
+    if family == "fsdp":
+        return fsdp_case(case, steps)
+    return ddp_case(case, steps, set_to_none)
 
 
 def tp_case(name: str) -> Callable[[Any], None]:

@@ -63,11 +63,15 @@ def fsdp_step(
     tokens: int = 64,
     reshard_after_forward: bool = True,
     bf16: bool = False,
+    steps: int = 1,
 ) -> Callable[[Any], None]:
+    """``steps``: training steps on the one model (2: the real steady state's reference)."""
+
     def step(mesh: Any) -> None:
         model = build_sharded(mesh, shape, reshard_after_forward=reshard_after_forward, bf16=bf16)
         optimizer = torch.optim.AdamW(model.parameters())
-        run_step(model, optimizer, batch, tokens, shape.vocab)
+        for _ in range(steps):
+            run_step(model, optimizer, batch, tokens, shape.vocab)
 
     return step
 

@@ -39,7 +39,7 @@ def test_largest_fitting_batch_and_its_successor_are_both_predicted() -> None:
     assert probes[37].peak.value == _peak(37)  # a probe is the direct prediction
     assert list(search.curve) == sorted(probes)  # the curve: every probe, by batch
     assert len(search.probes) <= 8  # doubling to 2, extrapolation, then the answer's pair
-    assert search.diagnostics == []
+    assert [d.code for d in search.diagnostics] == ["judged_on_steady_state"]
     again = BatchSearch.model_validate_json(search.model_dump_json())
     assert again == search
 
@@ -47,7 +47,7 @@ def test_largest_fitting_batch_and_its_successor_are_both_predicted() -> None:
 def test_nothing_fits_says_so() -> None:
     search = max_batch_size(_mlp_step, capacity_bytes=1000, device="cpu")
     assert search.batch is None
-    assert [d.code for d in search.diagnostics] == ["nothing_fits"]
+    assert [d.code for d in search.diagnostics] == ["nothing_fits", "judged_on_steady_state"]
     assert len(search.probes) == 1
 
 

@@ -225,3 +225,61 @@ def test_multihead_attention_runs_where_the_prediction_cannot_follow_it() -> Non
     (diag,) = [d for d in report.diagnostics if d.code == "cuda_attention_not_modelled"]
     assert diag.path == "TransformerEncoderLayer.self_attn" and diag.severity == "warning"
     assert "multi_head_attention_forward" in diag.message
+
+
+class _Attention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv, self.out = nn.Linear(64, 192), nn.Linear(64, 64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).view(2, 32, 3, 4, 16).permute(2, 0, 3, 1, 4)
+        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(attended.transpose(1, 2).reshape(2, 32, 64))
+
+
+@pytest.mark.parametrize("reentrant", [False, True], ids=["non_reentrant", "reentrant"])
+def test_checkpoint_recomputation_takes_the_forwards_attention_backend(reentrant: bool) -> None:
+    """Recomputation runs in backward, where torch carries no torch-function mode: the
+    forward took CUDA's memory-efficient kernel and the recomputation the CPU's flash one,
+    and non-reentrant checkpointing (gradient_checkpointing_enable()'s default) raised
+    CheckpointError (11 vs 9 saved tensors here)."""
+    from torch.utils.checkpoint import checkpoint
+
+    model, x = _Attention(), torch.randn(2, 32, 64, requires_grad=True)
+
+    def step() -> None:
+        checkpoint(model, x, use_reentrant=reentrant).pow(2).mean().backward()
+
+    report = predict_peak_memory(step, device="cuda")
+    assert report.peak.status == "complete"
+    backend = next(d for d in report.diagnostics if d.code == "cuda_attention_backend")
+    assert backend.count == 2  # the forward and its recomputation, both memory-efficient
+
+
+def test_save_on_cpu_moves_saved_tensors_to_the_host_figure() -> None:
+    model = nn.Sequential(*(nn.Sequential(nn.Linear(256, 256), nn.ReLU()) for _ in range(4)))
+    x = torch.randn(512, 256)
+
+    def plain() -> None:
+        model(x).pow(2).mean().backward()
+
+    def offloaded() -> None:
+        with torch.autograd.graph.save_on_cpu():
+            loss = model(x).pow(2).mean()
+        loss.backward()
+
+    kept, moved = (predict_peak_memory(f, device="cuda") for f in (plain, offloaded))
+    assert kept.host_bytes is None and moved.host_bytes is not None
+    activation, weight = 512 * 256 * 4, 256 * 256 * 4
+    # saved on the host: 4 Linear inputs (x and 3 ReLU outputs), 4 ReLU outputs, pow's input,
+    # and 3 weights (the first Linear's input needs no gradient, so its weight is not saved)
+    assert moved.host_bytes.value == 9 * activation + 3 * weight
+    assert moved.host_bytes.scope == "predicted_host_memory"
+    assert PredictionReport.model_validate_json(moved.model_dump_json()) == moved
+    assert moved.peak.value < kept.peak.value  # the activations left the device
+    cpu = predict_peak_memory(offloaded, device="cpu")  # a CPU run keeps them where they are
+    assert (
+        cpu.host_bytes is None
+        and cpu.peak.value == predict_peak_memory(plain, device="cpu").peak.value
+    )

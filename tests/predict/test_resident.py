@@ -119,7 +119,7 @@ def test_a_failed_prediction_changes_nothing_either() -> None:
         torch.manual_seed(123)  # global state the prediction must put back
         torch.set_default_dtype(torch.float64)
         step()
-        torch.nonzero(torch.ones(3))  # data-dependent: the fake run stops here
+        torch.nonzero(torch.rand(3))  # data-dependent (random values): the fake run stops here
 
     def raises_after_the_step() -> None:
         step()

@@ -72,8 +72,9 @@ def test_stage_writes_a_prediction_report_and_metrics(tmp_path: Path) -> None:
     assert report.peak.status == "complete" and report.peak.method == "fake_tensor_prediction"
     assert report.ran_without_data and report.fits is True  # a few MiB against 1 GiB
     assert report.provenance.run is not None and report.provenance.run.stage == "predict"
+    # not threads: a predicted peak does not depend on it (counting stages never read it)
     assert set(report.provenance.run.config) == {
-        "model", "input", "device", "precision", "threads", "seed", "predict"
+        "model", "input", "device", "precision", "seed", "predict"
     }  # fmt: skip
     # the parameters at the peak are the configured model's, each in 512-byte blocks,
     # counted from a real build of the same config here
@@ -88,6 +89,12 @@ def test_stage_writes_a_prediction_report_and_metrics(tmp_path: Path) -> None:
     metrics = json.loads((tmp_path / "metrics" / "predict.json").read_text(encoding="utf-8"))
     assert metrics["predicted_peak_bytes"] == report.peak.value
     assert metrics["predicted_fits"] == 1
+    # a training step's headline: the steady state (AdamW's moments held through it), and
+    # the step builds everything inside, so nothing is resident
+    assert report.headline == "steady_state_peak" and report.steady_state_peak is not None
+    assert metrics["predicted_steady_state_bytes"] == report.steady_state_peak.value
+    assert metrics["predicted_steady_state_bytes"] > metrics["predicted_peak_bytes"]
+    assert metrics["predicted_resident_bytes"] == 0
 
 
 def test_stage_refuses_a_bad_setting_naming_the_key(tmp_path: Path) -> None:

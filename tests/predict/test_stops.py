@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from torchscan_stages.measure.memory import measure_peak_memory
 from torchscan_stages.predict import predict_peak_memory
 
 
@@ -44,16 +45,21 @@ def test_a_data_dependent_stop_says_where_and_what_to_do() -> None:
     assert report.peak.status in ("partial", "unavailable")
     stop = next(d for d in report.diagnostics if d.code == "fake_unsupported_operator")
     assert stop.path == "Block.router"
-    assert "test_stops.py:13" in stop.message  # the boolean-mask line above
-    assert "outside the step" in stop.message
+    assert "test_stops.py:14" in stop.message  # the boolean-mask line above
+    assert "routing='worst_case'" in stop.message  # the advice that fits this stop
 
 
 def test_a_constructor_that_reads_data_predicts_when_built_outside() -> None:
     def built_inside() -> None:
         DropPathSchedule()(torch.randn(4, 8))
 
-    stopped = predict_peak_memory(built_inside, device="cpu")
-    assert stopped.peak.status != "complete"
+    # the rates come from torch.linspace: a small tensor whose value the prediction keeps
+    # (predict/values.py), so .tolist() reads it even inside the step, as the real run does
+    inside = predict_peak_memory(built_inside, device="cpu")
+    assert inside.peak.status == "complete"
+    # Linear(8, 8) 256 + 32 B, input, output and scaled output 3 x 128 B
+    assert inside.peak.value == 256 + 32 + 3 * 128
+    assert inside.peak.value == measure_peak_memory(built_inside).memory.results[0].value
     model = DropPathSchedule()
 
     def built_outside() -> None:
@@ -77,3 +83,16 @@ def test_an_operator_that_raises_under_fake_tensors_is_a_diagnostic() -> None:
     stop = next(d for d in report.diagnostics if d.code == "fake_unsupported_operator")
     assert stop.operator == "aten.mm.default"
     assert "outside any module" in stop.message and "test_stops.py" in stop.message
+
+
+def test_an_unimplemented_fake_kernel_is_a_diagnostic_not_an_assertion() -> None:
+    """torch 2.13's fake ``_pin_memory`` raises ``AssertionError: NYI`` (FSDP2's default
+    ``CPUOffloadPolicy`` pins its host shards): a stop with the operator named."""
+
+    def workload() -> None:
+        torch.ops.aten._pin_memory.default(torch.ones(4))
+
+    report = predict_peak_memory(workload, device="cuda")
+    assert report.peak.status in ("partial", "unavailable")
+    stop = next(d for d in report.diagnostics if d.code == "fake_unsupported_operator")
+    assert stop.operator == "aten._pin_memory.default" and "NYI" in stop.message

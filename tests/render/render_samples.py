@@ -430,6 +430,7 @@ def benchmark_report(
             precision=precision,
             num_threads=threads,
             num_interop_threads=1,
+            threads=threads,
             grad_enabled=False,
             training=False,
             calls={"latency": 330, "memory": 1},

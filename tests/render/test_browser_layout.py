@@ -1,4 +1,4 @@
-"""Issue 30 item 10's layout defects, measured in headless Chromium at 1400 px.
+"""Layout defects a reader once met on the pipeline's page, in headless Chromium at 1400 px.
 
 * (the comparison's verdict table: now one line a row, tests/render/test_browser_verdicts.py)
 * the layer tree cut its receptive-field cells ("3 input_p…"): the unit did not fit the

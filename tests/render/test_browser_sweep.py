@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from chromium import CHROMIUM, SKIP_REASON, load
 
+from torchscan_stages.provenance import environment_provenance
 from torchscan_stages.render.sweep_view import sweep_page
+from torchscan_stages.report.sweep import SweepJob, SweepSummary
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)]
 
@@ -19,16 +21,18 @@ document.body.insertAdjacentHTML("beforeend",
 </script>"""
 
 
-def _job(name: str, threads: str, value: float) -> dict[str, object]:
+def _job(name: str, threads: str, value: float) -> SweepJob:
     metric = {"status": "complete", "value": value, "known_value": value,
               "unit": "samples/s", "scope": "warmed_block_average"}  # fmt: skip
-    return {"job": name, "status": "completed", "axes": {"threads": threads},
-            "metrics": {"latency.throughput": metric}}  # fmt: skip
+    row = {"job": name, "status": "completed", "axes": {"threads": threads},
+           "metrics": {"latency.throughput": metric}}  # fmt: skip
+    return SweepJob.model_validate(row)
 
 
 def test_long_y_labels_are_not_clipped(tmp_path: Path) -> None:
     # thousands of samples/s: ticks read "1.20 k samples/s", the labels the issue saw cut
-    page = sweep_page({"title": "t", "jobs": [_job("0", "1", 1200.0), _job("1", "2", 2400.0)]})
+    jobs = [_job("0", "1", 1200.0), _job("1", "2", 2400.0)]
+    page = sweep_page(SweepSummary(provenance=environment_provenance(), title="t", jobs=jobs))
     path = tmp_path / "sweep.html"
     path.write_text(page.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
     loaded = load(path, tmp_path / "work", width=1400)

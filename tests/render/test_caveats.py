@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from simulated_clock import SimulatedClock
@@ -14,6 +13,7 @@ from torchscan_stages.render import render_index
 from torchscan_stages.render.caveats import latency_caveats
 from torchscan_stages.render.text import benchmark_summary
 from torchscan_stages.report import BenchmarkReport
+from torchscan_stages.report.sweep import SweepJob, SweepSummary
 
 
 def _one_block(sim_clock: SimulatedClock) -> BenchmarkReport:
@@ -89,36 +89,44 @@ def test_index_overview_and_status_block_carry_the_warning(
 
 
 def test_sweep_page_shows_no_iqr_from_one_block(sim_clock: SimulatedClock, tmp_path: Path) -> None:
+    from torchscan_stages.pipeline.job_status import write_job_status
     from torchscan_stages.pipeline.sweep import summarize_jobs
 
     for name, report in (("0", _one_block(sim_clock)), ("1", _steady(sim_clock))):
         folder = tmp_path / name
         (folder / ".hydra").mkdir(parents=True)
         (folder / ".hydra" / "overrides.yaml").write_text(f"- threads={int(name) + 1}\n")
-        (folder / "job_status.json").write_text(json.dumps({"status": "completed"}))
+        write_job_status(folder, "completed", None)
         report.save(folder / "reports" / "latency.json")
     summary = summarize_jobs([tmp_path / "0", tmp_path / "1"], tmp_path, title="t", listed=True)
-    rows = {row["job"]: row for row in summary["jobs"]}
+    rows = {row.job: row for row in summary.jobs}
     minimum = _minimum(_one_block(SimulatedClock()))
-    assert rows["0"]["metrics"]["latency.warmed"]["caveats"] == [f"1 block(s) < min {minimum}"]
-    assert "caveats" not in rows["1"]["metrics"]["latency.warmed"]
+    assert rows["0"].metrics["latency.warmed"].caveats == [f"1 block(s) < min {minimum}"]
+    assert rows["1"].metrics["latency.warmed"].caveats == []
     html = (tmp_path / "sweep_summary.html").read_text(encoding="utf-8")
     assert f"200 ms ⚠ 1 block(s) &lt; min {minimum}" in html
     assert "200 ms (IQR" not in html  # one block's IQR of 0 s is not shown
     assert "1.00 ms (IQR " in html  # the steady job's spread is
 
 
+def _summary(jobs: list[SweepJob]) -> SweepSummary:
+    from torchscan_stages.provenance import build_provenance
+
+    return SweepSummary(provenance=build_provenance(include_runtime=False), title="t", jobs=jobs)
+
+
 def _throughput_job(
     name: str, threads: str, value: float | None, error: str | None = None
-) -> dict[str, object]:
+) -> SweepJob:
     """A sweep job as the sweep page reads it: completed with a throughput of ``value``, or
     (no value) failed with ``error`` and no metrics."""
     metric = {"status": "complete", "value": value, "known_value": value,
               "unit": "samples/s", "scope": "warmed_block_average"}  # fmt: skip
-    return {"job": name, "status": "completed" if value else "failed",
-            "axes": {"threads": threads},
-            "metrics": {"latency.throughput": metric} if value else {},
-            "error": error}  # fmt: skip
+    return SweepJob.model_validate(
+        {"job": name, "status": "completed" if value else "failed",
+         "axes": {"threads": threads},
+         "metrics": {"latency.throughput": metric} if value else {},
+         "error": error})  # fmt: skip
 
 
 def test_sweep_chart_fits_long_y_labels_and_keeps_failed_only_values_off_the_axis() -> None:
@@ -128,7 +136,7 @@ def test_sweep_chart_fits_long_y_labels_and_keeps_failed_only_values_off_the_axi
 
     jobs = [_throughput_job("0", "1", 1200.0), _throughput_job("1", "2", 2100.0),
             _throughput_job("2", "bogus", None, "E: boom")]  # fmt: skip
-    html = sweep_page({"title": "t", "jobs": jobs})
+    html = sweep_page(_summary(jobs))
     chart = html[html.index('<svg class="chart"') :]
     chart = chart[: chart.index("</svg>")]
     assert ">bogus</text>" not in chart  # only the failed job has it: not an x value
@@ -146,7 +154,7 @@ def test_sweep_charts_name_the_failed_jobs_they_leave_out() -> None:
     jobs = [_throughput_job("0", "1", 100.0), _throughput_job("1", "2", 190.0),
             _throughput_job("2", "4", None, oom),
             _throughput_job("3", "bogus", None, oom)]  # fmt: skip
-    html = sweep_page({"title": "t", "jobs": jobs})
+    html = sweep_page(_summary(jobs))
     note = html[html.index('<p class="chart-note failed-jobs">') :].split("</p>", 1)[0]
     # both failures named, marked failed, with their settings and one-line errors; the
     # chart itself has a gap at threads=4 and no "bogus" x value
@@ -154,5 +162,5 @@ def test_sweep_charts_name_the_failed_jobs_they_leave_out() -> None:
     assert "job 2 (threads=4) failed: WorkloadError: out of memory" in note
     assert "job 3 (threads=bogus) failed: WorkloadError: out of memory" in note
     assert html.index("failed-jobs") < html.index('<svg class="chart"')  # above the charts
-    done = sweep_page({"title": "t", "jobs": jobs[:2]})
+    done = sweep_page(_summary(jobs[:2]))
     assert "failed-jobs" not in done.split("<style>")[1].split("</style>")[1]  # none failed

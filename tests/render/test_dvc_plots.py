@@ -1,6 +1,6 @@
 """`dvc plots diff` between two revisions with different models, drawn in headless Chromium.
 
-Issue 30 item 10: DVC's ``bar_horizontal`` template put both revisions' layer names on one
+DVC's ``bar_horizontal`` template put both revisions' layer names on one
 axis (41 names of two models on a 300 px axis, labels 7 px apart and 11 px high). The
 project's ``layers_by_revision`` template (``.dvc/plots/``) gives each revision its own panel
 and layer axis, 16 px a layer, in forward order. The test builds a small DVC repository in a

@@ -1,9 +1,10 @@
-"""Issue 15's HTML defects, one test each: what a person reads on the pipeline's page."""
+"""HTML defects a reader once met, one test each: what a person reads on the pipeline's page."""
 
 from __future__ import annotations
 
 import html
 import re
+from types import SimpleNamespace
 
 import render_samples as samples
 
@@ -37,13 +38,16 @@ def _after(lines: list[str], label: str) -> list[str]:
     return [lines[i + 1] for i, line in enumerate(lines) if line == label]
 
 
-def _execution(threads: int, calls: dict[str, int]) -> ExecutionRecord:
+def _execution(threads: int, calls: dict[str, int], configured: int | None) -> ExecutionRecord:
+    """As the pipeline records it: the input's name and, for a timed stage, its threads."""
     return ExecutionRecord(
         device="cpu",
         num_threads=threads,
         num_interop_threads=2,
         grad_enabled=True,
         calls=calls,
+        threads=configured,
+        input_name="image",
     )
 
 
@@ -52,7 +56,9 @@ def _rss_report() -> BenchmarkReport:
     return BenchmarkReport(
         provenance=samples.provenance(config=dict(CONFIG), stage="rss"),
         name="cnn-image-fp32",
-        execution=_execution(2, {}),
+        work_units=8,
+        unit="samples",
+        execution=_execution(2, {}, configured=1),
         rss=RssSection(
             peak=MetricResult.complete(
                 300 * 2**20, unit="bytes", scope="process_rss", method="os_accounting"
@@ -70,7 +76,9 @@ def _memory_report() -> BenchmarkReport:
     return BenchmarkReport(
         provenance=samples.provenance(config=dict(CONFIG), stage="memory"),
         name="cnn-image-fp32",
-        execution=_execution(1, {"memory": 1}),
+        work_units=8,
+        unit="samples",
+        execution=_execution(1, {"memory": 1}, configured=None),
         memory=MemorySection(
             results=[
                 MetricResult.complete(
@@ -87,32 +95,33 @@ def test_rss_threads_are_the_childs_configured_threads() -> None:
     assert _after(lines, "threads (intra-op, set in the measured child)") == ["1"]
 
 
-def test_comparison_shows_configured_precision_on_both_sides() -> None:
+def test_comparison_shows_each_sides_own_precision() -> None:
+    from torchscan_stages.pipeline.candidate import record_sides
+
     report = samples.comparison()
     assert report.baseline is not None and report.candidate is not None
-    report.baseline.execution.precision = None
-    report.candidate.execution.precision = None
     assert report.provenance.run is not None
-    report.provenance.run.config = {
-        "precision": {"name": "fp32", "dtype": "float32", "apply": "cast"},
-        "candidate": {
-            "name": "bf16",
-            "precision": {"name": "bf16", "dtype": "bfloat16", "apply": "autocast"},
-        },
-    }
-    shown = _after(_text(render_report(report)), "precision")
-    assert shown == [
-        "fp32 (float32, cast) — configured",
-        "bf16 (bfloat16, autocast) — configured",
-    ]
+    report.provenance.run.config = {}  # the page never reads the run's config for these
+    fp32 = SimpleNamespace(name="fp32", dtype="float32", apply="cast")
+    bf16 = SimpleNamespace(name="bf16", dtype="bfloat16", apply="autocast")
+    config = SimpleNamespace(
+        precision=fp32,
+        candidate=SimpleNamespace(precision=bf16),
+        threads=3,
+        input=SimpleNamespace(name="image", work_units=8.0, unit="samples"),
+    )
+    record_sides(report, config)  # what the pipeline's compare stage records on each side
+    lines = _text(render_report(report))
+    assert _after(lines, "precision") == ["fp32 (float32, cast)", "bf16 (bfloat16, autocast)"]
+    assert report.baseline.execution.threads == report.candidate.execution.threads == 3
 
 
 def test_work_per_call_reads_the_same_for_every_pass() -> None:
     memory = _text(render_report(_memory_report()))
     rss = _text(render_report(_rss_report()))
     # the input does 8 samples per call; a report that kept the default (1 call) says so too
-    assert _after(memory, "work per call") == ["8 samples (the input's)"]
-    assert _after(rss, "work per call") == ["8 samples (the input's)"]
+    assert _after(memory, "work per call") == ["8 samples (input image)"]
+    assert _after(rss, "work per call") == ["8 samples (input image)"]
     assert _after(memory, "workload calls (memory pass)") == ["1 call"]  # not "1 calls"
     assert not any("1 calls" in line for line in memory + rss)
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import record_samples
 import render_samples as samples
 import torch
 from served_reports import capacity_sample, served_sample
@@ -37,7 +38,26 @@ ALL: dict[str, Callable[[], AnyReport]] = {
             "name": "<script>alert(1)</script>",
         }
     ),
+    "sweep_summary": lambda: record_samples.sweep_sample("<script>alert(1)</script>").model_copy(
+        update={"provenance": samples.provenance(stage="sweep_summary")}
+    ),
+    "job_status": lambda: record_samples.job_status_sample("<script>alert(1)</script>").model_copy(
+        update={"provenance": samples.provenance(stage="latency")}
+    ),
+    # fingerprints: the environment alone, never a run (so no commit on their pages)
+    "environment": lambda: _fingerprint(record_samples.environment_sample()),
+    "sources": lambda: _fingerprint(record_samples.sources_sample()),
 }
+
+
+def _fingerprint(report: AnyReport) -> AnyReport:
+    environment = report.provenance.environment.model_copy(
+        update={"cpu_model": "<script>alert(1)</script>"}
+    )
+    provenance = report.provenance.model_copy(update={"environment": environment})
+    return report.model_copy(update={"provenance": provenance})
+
+
 # any URL-bearing reference to a resource: src/href/url()/@import/srcset/<link>
 RESOURCE = re.compile(
     r"""(?:\bsrc\s*=|\bhref\s*=\s*(?!["']?#)|url\s*\(|@import|\bsrcset\s*=|<link\b|<script\b)""",
@@ -67,7 +87,10 @@ def test_every_kind_renders_offline_with_status_first(kind: str) -> None:
             assert status_at < html.index(marker), marker
     assert '<details class="prov" id="r0-provenance">' in html
     assert "@media print" in html and "@media (max-width: 640px)" in html
-    assert "0123456789abcdef0123456789abcdef01234567" in html  # git commit in provenance
+    # the git commit in provenance, for every kind with a run (the fingerprints have none)
+    has_run = report.provenance.run is not None
+    assert ("0123456789abcdef0123456789abcdef01234567" in html) == has_run
+    assert has_run == (kind not in ("environment", "sources"))
 
 
 @pytest.mark.parametrize("kind", sorted(ALL))

@@ -63,9 +63,29 @@ def test_ratio_interval_forms() -> None:
     assert ratio_interval(1.25, 1.2, 1.3) == "x1.25 [1.2, 1.3]"
 
 
-def test_every_kind_has_a_str_of_its_own() -> None:
-    for model in REPORT_TYPES.values():
-        assert "__str__" in vars(model.__mro__[1]) or "__str__" in vars(model)
+def test_every_kind_prints_its_brief_not_pydantics_repr() -> None:
+    from torchscan_stages.report import BaseReport
+
+    for kind, model in REPORT_TYPES.items():
+        assert model.__str__ is BaseReport.__str__, kind  # no kind bypasses report_text
+
+
+def test_the_pipeline_records_print_what_they_hold() -> None:
+    from record_samples import environment_sample, job_status_sample, sweep_sample
+
+    sweep = str(sweep_sample()).splitlines()
+    # two jobs, the failed one named with its one-line error
+    assert sweep == [
+        "sweep summary 'tiny sweep'",
+        "  jobs: 2, 1 not completed",
+        "  job 1: failed: MemoryError: out of memory",
+    ]
+    assert str(job_status_sample()).splitlines()[:2] == [
+        "sweep job failed",
+        "  error: RuntimeError: out of memory",
+    ]
+    env = environment_sample()
+    assert str(env).splitlines()[0] == f"environment {env.provenance.env_hash}"
 
 
 def test_metrics_evidence_prints_its_weak_points() -> None:

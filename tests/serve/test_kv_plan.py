@@ -212,7 +212,7 @@ def test_recurrent_layers_need_their_state() -> None:
         ({"dtype": "bf16"}, "dtype must be a torch floating dtype"),
         ({"dtype": torch.bool}, "dtype must be a torch floating dtype"),
         ({"batch_size": 0}, "batch_size must be an int >= 1"),
-        ({"device": "tpu"}, "device='tpu': predictions model the 'cuda' or 'cpu' allocator"),
+        ({"device": "tpu"}, "device='tpu' is not a valid device string; predictions take 'cuda'"),
     ],
 )
 def test_bad_arguments_are_one_line(llama, arguments: dict, message: str) -> None:

@@ -30,11 +30,11 @@ def test_a_target_qps_sweep_gives_latency_against_offered_load(tmp_path: Path) -
         (job / ".hydra" / "overrides.yaml").write_text(overrides)
         jobs.append(job)
     summary = summarize_jobs(jobs, tmp_path, title="serve sweep")
-    rows = summary["jobs"]
-    assert [row["axes"]["serve.target_qps"] for row in rows] == ["100", "200", "400"]
+    rows = summary.jobs
+    assert [row.axes["serve.target_qps"] for row in rows] == ["100", "200", "400"]
     # every row carries the served percentiles; p99 grows with the offered load (M/D/1,
     # D = 2 ms: rho 0.2, 0.4, 0.8)
-    p99 = [row["metrics"]["serve.latency.p99"]["value"] for row in rows]
+    p99 = [row.metrics["serve.latency.p99"].value for row in rows]
     assert p99 == sorted(p99) and p99[2] > 2 * p99[0]
     page = (tmp_path / "sweep_summary.html").read_text(encoding="utf-8")
     assert "serve.latency.p99 (s)" in page and ">serve.target_qps<" in page

@@ -1,0 +1,10 @@
+"""Model cost from one forward call: the crawl, its layer records, and operator FLOPs.
+
+``crawl.py`` hooks every module call and builds the records (``layer_records.py``); module
+formulas are handlers in one registry (``handlers.py``, one file per family in
+``module_formulas/``); operator formulas are one table (``operators/``, one file per family in
+``operator_formulas/``) merged per call with torch's and the user's. A new layer or operator
+family is one new file.
+
+Never: times anything; imports measure or render.
+"""

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 from ._walk import named_modules
 from .packed_params import holds_packed_weights, inner_storages, packed_tensors, storage_bytes
@@ -68,7 +69,8 @@ def tensor_sums(modules: Iterable[nn.Module], *, own_parametrizations: bool = Fa
     Quantized modules' packed weights (``quantize_dynamic``) count as frozen parameters by
     their storage bytes, and so do quantized tensor subclasses (torchao's int8/int4/fp8
     weights: their inner storages); ``own_parametrizations``: a parametrised module's originals
-    (weight_norm's ``original0/1``) count as its own, for its one record."""
+    (weight_norm's ``original0/1``) count as its own, for its one record. A lazy module's
+    unmaterialised tensors (no size yet) are left out: ``totals.lazy_paths`` says so."""
     sizes: dict[int, int] = {}
     seen_buffers: set[int] = set()
     trainable = pbytes = buffers = bbytes = packed_numel = 0
@@ -78,7 +80,7 @@ def tensor_sums(modules: Iterable[nn.Module], *, own_parametrizations: bool = Fa
             for plist in parametrization_lists(sub):
                 own.extend(plist.parameters())
         for p in own:
-            if p is not None and id(p) not in sizes:
+            if p is not None and id(p) not in sizes and not is_lazy(p):
                 n = sizes[id(p)] = p.numel()
                 trainable += n if p.requires_grad else 0
                 pbytes += storage_bytes(p) if inner_storages(p) else n * p.element_size()
@@ -87,7 +89,7 @@ def tensor_sums(modules: Iterable[nn.Module], *, own_parametrizations: bool = Fa
                 packed_numel += tensor.numel()
                 pbytes += storage_bytes(tensor)
         for b in sub._buffers.values():
-            if b is not None and id(b) not in seen_buffers:
+            if b is not None and id(b) not in seen_buffers and not is_lazy(b):
                 seen_buffers.add(id(b))
                 buffers += b.numel()
                 bbytes += storage_bytes(b) if inner_storages(b) else b.numel() * b.element_size()

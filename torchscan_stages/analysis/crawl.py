@@ -42,8 +42,8 @@ from ..workloads import eager_compiled_code, lazy_output_diagnostic
 from . import module_formulas  # noqa: F401  (fills the built-in handler registry)
 from ._guards import depth_headroom, model_lock
 from ._walk import named_modules
-from .call_values import tensor_sums
 from .handlers import (
+    DECLINED,
     HANDLERS,
     SCOPE,
     CallContext,
@@ -53,7 +53,7 @@ from .handlers import (
     validate_custom_modules,
 )
 from .hf_registration import register_for
-from .layer_records import Built, Call, Mode, build, sum_metric, unavailable
+from .layer_records import Built, Call, Mode, build
 from .model_forms import (
     data_free_kind,
     scripted_diagnostics,
@@ -61,8 +61,10 @@ from .model_forms import (
     without_data_diagnostics,
 )
 from .operators import OperatorCounter, StackOwner, classify_custom_mapping
+from .parameters_only import parameters_only
 from .parametrized import inside_parametrizations, with_parametrizations
 from .tensor_meta import call_meta, meta_of
+from .totals import lazy_diagnostic, lazy_paths, model_totals
 
 COST_METRICS = ("module_flops", "macs", "dmas")
 
@@ -89,7 +91,9 @@ CONVENTIONS = {
     "(method operator_fill; DMAs unavailable); sums including one carry method "
     "module_formula+operator_fill",
     "paths": "the root is the empty path; other paths are named_modules() names; a module "
-    "called several times has one record per call (call_index 0, 1, ...)",
+    "called several times has one record per call (call_index 0, 1, ...); a call made while "
+    "the same module is still running (a forward that calls itself) is one level deeper than "
+    "the call that made it, and only depth-0 records are summed into the totals",
 }
 
 
@@ -171,7 +175,8 @@ def _prepare_call(
     dtype: Any,
     device: Any,
     mode: Any,
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
+) -> tuple[tuple[Any, ...] | None, dict[str, Any]]:
+    """The call's (args, kwargs); args None: no input was given (parameters only)."""
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
     if mode not in ("full", "structure"):
@@ -191,8 +196,8 @@ def _prepare_call(
     if input_shape is None:
         if dtype is not None or device is not None:
             raise ValueError("dtype and device apply to generated inputs only; give input_shape")
-        if args is None and kwargs is None:
-            raise ValueError("give input_shape (generated inputs) or args/kwargs (your inputs)")
+        if args is None and kwargs is None:  # a parameters-only report
+            return None, call_kwargs
         if args is None:
             return (), call_kwargs
         if isinstance(args, torch.Tensor):
@@ -298,12 +303,14 @@ class _Recorder:
         ops = counter.live_owner_ops(key) if counter is not None else None
         if ops is None:
             return OwnOperators(0, 0, True, True, ()) if counter is not None else None
+        calls = {**ops.counted_calls, **ops.uncounted_calls}
         return OwnOperators(
             ops.flops,
             ops.product_flops,
             ops.complete,
             ops.complete and not ops.unclassified_calls,
-            tuple(sorted({**ops.counted_calls, **ops.uncounted_calls})),
+            tuple(sorted(calls)),
+            calls,
         )
 
     def pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
@@ -420,41 +427,14 @@ class _Recorder:
                     call.result = handler.callback(context)
             else:
                 call.result = handler.callback(context)
+            if call.result is DECLINED:  # a subclass that ran other work: no handler after all
+                call.handler, call.result = None, None
+                return
             if "parametrizations" in call.module._modules:
                 call.result = with_parametrizations(call.result, call.module, call.path)
         except Exception as error:  # a failing estimate must not break the forward
             text = str(error).strip() or "(no message)"
             call.error = f"{type(error).__name__}: {text}"
-
-
-# ------------------------------------------------------------------------------- totals
-
-
-def _count(value: int, unit: str) -> MetricResult:
-    return MetricResult.complete(value, unit=unit, scope="model", method="parameter_count")
-
-
-def _totals(
-    modules: list[nn.Module], built: Built, roots: list[int], operator_total: MetricResult
-) -> AnalysisTotals:
-    total, trainable, pbytes, buffer_elements, bbytes, _sizes = tensor_sums(modules)
-    cost = {}
-    for name in COST_METRICS:
-        cost[name] = sum_metric(name, [built.aggregates[i][name] for i in roots])
-        if not roots:
-            cost[name] = unavailable(name)
-    return AnalysisTotals(
-        parameters=_count(total, "parameters"),
-        trainable_parameters=_count(trainable, "parameters"),
-        frozen_parameters=_count(total - trainable, "parameters"),
-        parameter_bytes=_count(pbytes, "bytes"),
-        buffer_elements=_count(buffer_elements, "elements"),
-        buffer_bytes=_count(bbytes, "bytes"),
-        module_flops=cost["module_flops"],
-        macs=cost["macs"],
-        dmas=cost["dmas"],
-        operator_flops=operator_total,
-    )
 
 
 # -------------------------------------------------------------------------------- crawl
@@ -486,6 +466,13 @@ def crawl_module(
     custom = validate_custom_modules(custom_modules)
     mapping = classify_custom_mapping(custom_mapping)
     fill = _check_fill(fill_from_operators)
+    if call_args is None:  # no input at all: parameters only, nothing runs (parameters_only)
+        report = parameters_only(module, mode)
+        report.conventions = dict(CONVENTIONS)
+        report.diagnostics[:0] = notes + scripted_diagnostics(module)
+        if strict and (incomplete := _incomplete(report, [])):
+            raise IncompleteAnalysisError(report, incomplete)
+        return report
     notes += scripted_diagnostics(module)
     notes += without_data_diagnostics(data_free_kind([call_args, call_kwargs]))
     # see _gc and _guards: no collections during the call, one crawl per model at a time,
@@ -526,7 +513,7 @@ def _own_flags(module: nn.Module) -> nn.Module:
     def copy_of(sub: nn.Module) -> nn.Module:
         found = copies.get(id(sub))
         if found is None:
-            found = copies[id(sub)] = copy.copy(sub)
+            found = copies[id(sub)] = _shallow_copy(sub)
             found.__dict__["_modules"] = {
                 name: None if child is None else copy_of(child)
                 for name, child in sub._modules.items()
@@ -593,6 +580,19 @@ def _to_eval(module: nn.Module, modules: list[nn.Module], flags: list[bool]) -> 
 
 
 _PLAIN_TRAIN: dict[type, bool] = {}
+
+
+def _shallow_copy(sub: nn.Module) -> nn.Module:
+    """``copy.copy(sub)``; a parametrised module (weight_norm) refuses to be pickled, and so
+    copied ("Serialization of parametrized modules ..."): its ``__dict__`` is copied as is."""
+    try:
+        return copy.copy(sub)
+    except RuntimeError:
+        found: nn.Module = object.__new__(type(sub))
+        found.__dict__.update(sub.__dict__)
+        return found
+
+
 _MODULE_SETATTR = nn.Module.__setattr__
 
 
@@ -638,7 +638,11 @@ def _assemble(
                 "DMAs, receptive field and operator FLOPs were not computed (use mode='full')",
             )
         )
-    totals = _totals(recorder.modules, built, recorder.roots, operator_total)
+    lazy = lazy_paths(module, recorder.modules)  # lazy modules the forward did not call
+    totals = model_totals(recorder.modules, built, recorder.roots, operator_total, lazy)
+    lazy_note = lazy_diagnostic(*lazy)
+    if lazy_note is not None:
+        diagnostics.append(lazy_note)
     empty = _empty_input(call_args, call_kwargs)
     if empty is not None:
         diagnostics.append(empty)

@@ -6,6 +6,8 @@ bad and duplicate keys (like torch's ``register_flop_formula``); lookup walks
 ``type(module).__mro__`` so subclasses resolve to their closest registered ancestor whose
 ``accepts`` check (the structure the formula reads: attributes, shapes, an unchanged
 forward) holds for the module; a candidate that does not fit is passed over, never claimed.
+An ancestor whose ``forward`` the subclass replaced claims it only per call, when the call
+ran exactly that ancestor's one declared operator (``verified_subclass``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class OwnOperators:
     complete: bool
     products_known: bool
     operators: tuple[str, ...]
+    calls: Mapping[str, int] = field(default_factory=dict)  # each operator's call count
 
 
 @dataclass(frozen=True)
@@ -209,13 +212,102 @@ def lookup_handler(
 ) -> ModuleHandler | None:
     """Closest handler along the MRO that fits ``module``; at equal distance a custom handler
     wins. A candidate whose ``accepts`` refuses the module is passed over (without a module,
-    every candidate is taken as fitting)."""
+    every candidate is taken as fitting), and so is an ancestor's handler when
+    ``module_type`` replaces that ancestor's ``forward`` (:func:`passed_over`)."""
+    forward = _forward_of(module_type)
     for cls in module_type.__mro__:
-        for handler in (custom.get(cls) if custom else None, HANDLERS.get(cls)):
-            if handler is not None and (module is None or handler.fits(module)):
-                return handler
         if cls is nn.Module:
             break
+        own = _forward_of(cls)
+        if cls is module_type or own is None or own is forward:  # a mixin has none
+            for handler in (custom.get(cls) if custom else None, HANDLERS.get(cls)):
+                if handler is not None and (module is None or handler.fits(module)):
+                    return handler
+            continue
+        # an ancestor whose forward this class replaced: its handler only under the check of
+        # what the call ran (verified_subclass), when the ancestor declares its operators
+        base = HANDLERS.get(cls)
+        declared = base is not None and cls in BASE_OPERATORS and not base.inclusive
+        if declared and (module is None or base.fits(module)):  # type: ignore[union-attr]
+            return verified_subclass(module_type, cls)
+    return None
+
+
+# The arithmetic operators (those a formula counts) one call of a base class's own forward
+# runs, each once: a subclass that replaced forward and ran exactly one of these, once, and
+# nothing else that computes (views and copies aside), did what the base's formula describes
+# (ConvNeXt's channels-first LayerNorm permutes around F.layer_norm); anything else
+# (M2M100's embedding scaled by a multiply, BiT's convolution of a batch-normalised weight)
+# is not the base's computation, and its cost comes from its own operators.
+BASE_OPERATORS: dict[type[nn.Module], frozenset[str]] = {}
+DECLINED: Any = type("Declined", (), {"__repr__": lambda self: "DECLINED"})()
+_VERIFIED: dict[tuple[type[nn.Module], type[nn.Module]], ModuleHandler] = {}
+
+
+def base_operators(*module_types: type[nn.Module], operators: tuple[str, ...]) -> None:
+    """Declare the operators of ``module_types``' own forward (see BASE_OPERATORS)."""
+    for module_type in module_types:
+        if module_type in BASE_OPERATORS:
+            raise ValueError(f"base_operators: {module_type.__qualname__} already declared")
+        BASE_OPERATORS[_check_module_type(module_type, "base_operators")] = frozenset(operators)
+
+
+def verified_subclass(module_type: type[nn.Module], base: type[nn.Module]) -> ModuleHandler:
+    """``base``'s handler for a subclass that replaced its forward, checked per call: a call
+    whose own operators are not exactly one of the base's (once) returns :data:`DECLINED`,
+    and the crawl then treats it as a module without handler."""
+    key = (module_type, base)
+    found = _VERIFIED.get(key)
+    if found is not None:
+        return found
+    handler, allowed = HANDLERS[base], BASE_OPERATORS[base]
+
+    def verified(ctx: CallContext) -> HandlerResult:
+        ops = ctx.own_operators()
+        if ops is None or not ops.complete or len(ops.operators) != 1:
+            return DECLINED
+        (name,) = ops.operators
+        if name not in allowed or ops.calls.get(name) != 1:
+            return DECLINED
+        return handler.callback(ctx)
+
+    found = _VERIFIED[key] = ModuleHandler(
+        verified,
+        name=f"{handler.label} (verified: {module_type.__name__} replaces forward)",
+        accepts=handler.accepts,
+        expects=handler.expects,
+    )
+    return found
+
+
+def passed_over(
+    module_type: type[nn.Module], custom: Mapping[type[nn.Module], ModuleHandler] | None = None
+) -> type[nn.Module] | None:
+    """The ancestor whose handler ``module_type`` does not get because it replaces that
+    ancestor's ``forward`` (M2M100's scaled word embedding multiplies ``nn.Embedding``'s
+    output; BiT's convolution standardizes its weight first): the formula would describe a
+    computation the subclass does not run, so its cost comes from its own operators."""
+    forward = _forward_of(module_type)
+    for cls in module_type.__mro__[1:]:
+        if cls is nn.Module:
+            return None
+        own = _forward_of(cls)  # None: a mixin (LazyModuleMixin) has none
+        if (
+            own is not None
+            and own is not forward
+            and (cls in HANDLERS or (custom and cls in custom))
+        ):
+            return cls
+    return None
+
+
+def _forward_of(cls: type) -> Any:
+    """The ``forward`` entry ``cls`` inherits, as stored in the class that defines it (no
+    descriptor runs: a scripted module's class-level ``forward`` raises), None for none."""
+    for klass in cls.__mro__:
+        entry = vars(klass).get("forward")
+        if entry is not None:
+            return entry
     return None
 
 

@@ -27,6 +27,7 @@ from ..report import (
     combine_sum,
     trusted_construct,
 )
+from .call_tree import call_depths
 from .call_values import tensor_sums
 from .handlers import (
     FILL_METHOD,
@@ -39,6 +40,7 @@ from .handlers import (
     as_diagnostics,
     complete_metric,
     expectation,
+    passed_over,
     to_metric,
 )
 from .operators import OperatorCounter, OwnerOps
@@ -213,9 +215,14 @@ def _own_ops_state(ops: OwnerOps | None, counter: OperatorCounter) -> tuple[bool
         return False, False, ""
     arithmetic = ops.flops > 0 or bool(ops.uncounted_calls)
     names = sorted([n for n, f in ops.op_flops.items() if f > 0] + list(ops.uncounted_calls))
-    moves = [
-        n for n in ops.ignored_calls if not counter.ignored_reason(n).startswith(_VIEW_LIKE_REASONS)
+    moves = [  # data movement whose elements are not counted (operator_formulas.MOVED)
+        n
+        for n, calls in ops.ignored_calls.items()
+        if ops.moved_calls.get(n) != calls
+        and not counter.ignored_reason(n).startswith(_VIEW_LIKE_REASONS)
     ]
+    # counted at 0 FLOPs: a lookup or a non-accumulating scatter/index_put, which move data
+    moves += [n for n, flops in ops.op_flops.items() if flops == 0]
     return arithmetic, bool(moves), ", ".join(names) if names else ", ".join(sorted(moves))
 
 
@@ -320,12 +327,20 @@ def _unsupported(own: _Own, i: int, call: Call, ops: OwnerOps | None, what: str)
         else "its module metrics are a lower bound or unavailable"
     )
     name = type(call.module).__name__
+    base = passed_over(type(call.module))  # a subclass that replaced a handled forward
+    why = ""
+    if base is not None:
+        why = (
+            f" (it replaces {base.__name__}.forward and runs other arithmetic than "
+            f"{base.__name__}'s handler describes)"
+        )
     own.diagnostics.append(
         Diagnostic(
             code="unsupported_module",
             path=call.path,
             metric="module_flops,dmas" if macs_free or products else "module_flops,macs,dmas",
-            message=f"{kind} {name} at {call.path or '<root>'} has no handler and its own "
+            message=f"{kind} {name} at {call.path or '<root>'} has no handler"
+            f"{why} and its own "
             f"forward computes outside its children ({what}); {affected}. Fix: "
             f"custom_modules={{{name}: ModuleHandler(...)}}, or fill_from_operators=[{name}] "
             "to take its own operator count.",
@@ -333,14 +348,19 @@ def _unsupported(own: _Own, i: int, call: Call, ops: OwnerOps | None, what: str)
     )
 
 
-def _reshapes_only(own: _Own, i: int, call: Call, moves: bool, what: str) -> None:
-    """A module whose own forward only reshapes or moves data: exact zero FLOPs and MACs."""
+def _reshapes_only(
+    own: _Own, i: int, call: Call, moves: bool, what: str, ops: OwnerOps | None
+) -> None:
+    """A module whose own forward only reshapes or moves data: exact zero FLOPs and MACs;
+    DMAs the elements its counted data-movement operators moved (a lower bound when one
+    moved data uncounted)."""
     own.metrics[i] = {"module_flops": complete("module_flops", 0), "macs": complete("macs", 0)}
+    moved = ops.moved_elements if ops is not None else 0
     if not moves:
-        own.metrics[i]["dmas"] = complete("dmas", 0)
+        own.metrics[i]["dmas"] = complete("dmas", moved)
         return
     own.metrics[i]["dmas"] = MetricResult.partial(
-        0, unit=METRIC_UNITS["dmas"], scope=SCOPE, method=METHOD
+        moved, unit=METRIC_UNITS["dmas"], scope=SCOPE, method=METHOD
     )
     if own.once(call, "moves"):
         own.diagnostics.append(
@@ -377,7 +397,7 @@ def _own_parts(
         elif arithmetic:
             _unsupported(own, i, call, ops, what)
         else:
-            _reshapes_only(own, i, call, moves, what)
+            _reshapes_only(own, i, call, moves, what, ops)
     return own
 
 
@@ -545,6 +565,7 @@ def _records(
     seen: set[int] = set()
     records = []
     direct = all(_DIRECT.values())  # the written orders still match the models
+    depths = call_depths(calls)  # path depth; a re-entered module's calls nested (call_tree)
     for i, call in enumerate(calls):
         module = call.module
         entry = sums.get(id(module))
@@ -580,7 +601,7 @@ def _records(
                     "path": path,
                     "call_index": call.call_index,
                     "name": path.rpartition(".")[2],
-                    "depth": 0 if not path else path.count(".") + 1,
+                    "depth": depths[i],
                     "type": type(module).__name__,
                     "is_leaf": not module._modules,
                     "handler": handler.label if handler is not None else None,

@@ -6,6 +6,7 @@ forward has finished. Only metadata is kept (shape, dtype, device, requires_grad
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -41,7 +42,7 @@ def _capture(value: Any, active: set[int], depth: int) -> RawMeta:
     if isinstance(value, (bool, int, float, complex, str)):
         return ("scalar", type(value).__name__)
     if not isinstance(value, (tuple, list, dict)):
-        return ("other", type(value).__name__)
+        return _object(value, active, depth)
     if id(value) in active:
         return ("other", f"{type(value).__name__} (recursive)")
     if depth >= MAX_NESTING:
@@ -53,10 +54,69 @@ def _capture(value: Any, active: set[int], depth: int) -> RawMeta:
             return ("dict", tuple(str(k) for k in value), items)
         inner = tuple(_capture(v, active, depth + 1) for v in value)
         if isinstance(value, tuple):
-            return ("tuple", type(value).__name__ if type(value) is not tuple else None, inner)
+            if type(value) is tuple:
+                return ("tuple", None, inner)
+            fields = getattr(type(value), "_fields", None)  # a named tuple: its field names
+            if isinstance(fields, tuple) and len(fields) == len(inner):
+                return ("tuple", type(value).__name__, inner, tuple(map(str, fields)))
+            return ("tuple", type(value).__name__, inner)
         return ("list", None, inner)
     finally:
         active.discard(id(value))
+
+
+MAX_ATTRIBUTES = 64
+"""Attributes of an object output looked at (the first ones of its ``__dict__``)."""
+
+
+def _attributes(value: Any) -> list[tuple[str, Any]]:
+    """(name, value) of an object's fields: a dataclass's, else its public ``__dict__``
+    entries (a distribution's ``loc``/``scale``/``logits``); read as stored, never computed
+    (a lazy property not yet evaluated is not there, and is not evaluated)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = [f.name for f in dataclasses.fields(value)][:MAX_ATTRIBUTES]
+        stored = getattr(value, "__dict__", None)
+        if isinstance(stored, dict):
+            return [(n, stored[n]) for n in names if n in stored]
+        return [(n, getattr(value, n, None)) for n in names]  # slots: member descriptors
+    stored = getattr(value, "__dict__", None)
+    if type(stored) is not dict:  # a class, a module object (mappingproxy), __slots__ only
+        return []
+    found = []
+    for name, item in stored.items():
+        if isinstance(name, str) and not name.startswith("_"):
+            found.append((name, item))
+            if len(found) >= MAX_ATTRIBUTES:
+                break
+    return found
+
+
+def _holds_tensor(raw: RawMeta) -> bool:
+    if raw[0] == "tensor":
+        return True
+    return len(raw) > 2 and any(_holds_tensor(item) for item in raw[2])
+
+
+def _object(value: Any, active: set[int], depth: int) -> RawMeta:
+    """An object output (a distribution, a dataclass, an object holding tensors): its type,
+    and the tensors it holds by attribute name (``("other", name, items, keys)``)."""
+    name = type(value).__name__
+    if id(value) in active or depth >= MAX_NESTING:
+        return ("other", name)
+    attributes = _attributes(value)
+    if not attributes:
+        return ("other", name)
+    active.add(id(value))
+    try:
+        keys, items = [], []
+        for key, attribute in attributes:
+            raw = _capture(attribute, active, depth + 1)
+            if _holds_tensor(raw):
+                keys.append(key)
+                items.append(raw)
+    finally:
+        active.discard(id(value))
+    return ("other", name, tuple(items), tuple(keys)) if keys else ("other", name)
 
 
 def call_capture(args: tuple[Any, ...], kwargs: dict[str, Any]) -> RawMeta:
@@ -95,11 +155,17 @@ def to_value_meta(raw: RawMeta) -> ValueMeta:
             requires_grad=requires_grad,
         )
     if kind in ("tuple", "list"):
-        return _build(kind=kind, type_name=raw[1], items=[to_value_meta(v) for v in raw[2]])
+        items = [to_value_meta(v) for v in raw[2]]
+        if len(raw) > 3:  # a named tuple's fields
+            return _build(kind=kind, type_name=raw[1], items=items, keys=list(raw[3]))
+        return _build(kind=kind, type_name=raw[1], items=items)
     if kind == "dict":
         return _build(kind="dict", keys=list(raw[1]), items=[to_value_meta(v) for v in raw[2]])
     if kind == "none":
         return _build(kind="none")
+    if len(raw) > 2:  # an object holding tensors: by attribute name
+        items = [to_value_meta(v) for v in raw[2]]
+        return _build(kind=kind, type_name=raw[1], items=items, keys=list(raw[3]))
     return _build(kind=kind, type_name=raw[1])
 
 

@@ -3,4 +3,6 @@ interleaved timing with its ratio statistics that ``benchmarks`` builds on (``in
 
 Nothing is imported here, so ``import torchscan_stages.compare.reports`` does not load the
 timing engine; the public names live on the package root.
+
+Never: invents an owner's tolerance or budget; imports the pipeline.
 """

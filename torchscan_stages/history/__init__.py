@@ -7,6 +7,8 @@ reports from the DVC cache where present, the evidence sidecars beside them), an
 suspect where only weak ones show a step. ``history_document`` builds the ``history``
 report kind and ``write_history_json`` saves it (``render_report`` draws its page), and
 ``bisect_step`` narrows a step to one commit.
+
+Never: checks out a commit to read it; joins segments across an environment change.
 """
 
 from __future__ import annotations

@@ -59,6 +59,7 @@ def build_hf_model(
             f"{config_class} has no field(s) {unknown}; check the spelling against "
             f"transformers.{config_class} (e.g. {sorted(known)[:6]} ...)"
         )
+    _refuse_negative_sizes(config_class, config_type().to_dict(), config)
     hf_config = config_type(**config)
     if attn_implementation is not None:
         hf_config._attn_implementation = attn_implementation
@@ -84,6 +85,19 @@ def build_hf_model(
                 f"{config_class!r} ({type(error).__name__}: {message})"
             ) from None
     return model.eval()
+
+
+def _refuse_negative_sizes(
+    config_class: str, defaults: dict[str, Any], config: dict[str, Any]
+) -> None:
+    """A negative value for a field whose default is a count (an int >= 0): HF builds a
+    model anyway (``n_layer=-1`` gives ``range(-1)``, no blocks), so refuse it here."""
+    for key, value in config.items():
+        default = defaults.get(key)
+        if type(default) is int and default >= 0 and type(value) is int and value < 0:
+            raise ValueError(
+                f"{config_class}.{key} must be >= 0 (its default is {default}), got {value}"
+            )
 
 
 def token_inputs(

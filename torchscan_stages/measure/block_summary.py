@@ -1,6 +1,9 @@
-"""The latency section of a report from raw per-call block averages: median, quartiles,
-throughput and the spread warnings, shared by measure_latency and compare_benchmarks so
-both sides of a comparison are reported exactly as a single measurement is."""
+"""The latency section of a report from raw per-call block averages.
+
+Median, quartiles, throughput and the spread warnings, shared by measure_latency and
+compare_benchmarks so both sides of a comparison are reported exactly as a single
+measurement is.
+"""
 
 from __future__ import annotations
 

@@ -32,6 +32,7 @@ Nothing here changes threads, grad mode or any other global state.
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -91,6 +92,19 @@ def timer_resolution(clock: Clock, *, max_reads: int = 100_000) -> float | None:
         previous = now
     positive = [step for step in steps if step > 0]
     return min(positive) if positive else None
+
+
+def _check_clock(clock: Clock) -> None:
+    """One read of an injected clock before any timing: seconds as a real number, or a
+    one-line TypeError (not an arithmetic error from deep inside the first timed block)."""
+    value = clock()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"clock must return seconds as a number, such as time.perf_counter(); clock() "
+            f"returned {value!r:.60} ({type(value).__name__})"
+        )
+    if not math.isfinite(value):
+        raise ValueError(f"clock must return finite seconds; clock() returned {value!r}")
 
 
 def time_block(workload: Workload, calls: int, sync: Callable[[], None], clock: Clock) -> float:
@@ -334,6 +348,8 @@ def run_latency(
 ) -> LatencyRun:
     """The latency pass itself (validated options, resolved device); see measure_latency."""
     read = options.clock if options.clock is not None else time.perf_counter
+    if options.clock is not None:
+        _check_clock(read)
     deadline = time.monotonic() + options.backstop_s
     monitor = HostMonitor() if options.clock is None else None
     sync = make_synchronize(device)

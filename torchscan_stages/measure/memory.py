@@ -4,7 +4,9 @@
   tensor produced by an ATen operator during the call; each new storage is counted once
   (views share it) and uncounted when it is freed (a weak-reference callback). The value is
   the peak of live bytes created during the call. Storages that existed before the call
-  and were read by it (parameters, inputs) are reported separately as a baseline. Memory
+  and were read by it (parameters, inputs) are reported separately as a baseline; one of
+  them that grows in place during the call (FSDP2's ``resize_`` re-growth of unsharded
+  parameters) counts its growth, as the allocator does. Memory
   that never becomes a tensor visible to dispatch (kernel scratch space, numpy buffers
   wrapped by ``torch.from_numpy``, allocator caching, the Python heap) is out of scope —
   that is what process RSS measures.
@@ -19,6 +21,7 @@ the one FlopCounterMode and torch's own memory trackers build on); it is not dep
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,10 +42,40 @@ from ..workloads import (
 )
 from .ledger import Held, StorageLedger, storage_of
 
+# a collective's tensors are the caller's (seen where they were made or read) or the backend's
+# own scratch, made in its worker threads where no dispatch mode runs (gloo's flat copies):
+# taking those for tensors from before the call inflated the baseline
+_COLLECTIVE_NAMESPACES = frozenset({"c10d", "_c10d_functional", "c10d_functional"})
+
 
 @dataclass(slots=True)
 class _Held(Held):
     device_type: str
+
+
+def _follow_waits(tracker: TrackedTensorMemory) -> Any:
+    """Count the calls in flight of ``torch.distributed.Work.wait`` (patched while the tracker
+    runs; returns the original, or None when torch.distributed is not imported). A gloo
+    collective finishes inside ``wait()``, reading the flat scratch its worker thread made
+    where no dispatch mode runs, and at times (4 ranks) making more of it on the calling
+    thread; a tensor first seen or made there is the backend's scratch, neither a tensor
+    from before the call nor an allocation of the step, so it is in neither figure, whichever
+    thread gloo finished on."""
+    distributed = sys.modules.get("torch.distributed")
+    work = getattr(distributed, "Work", None)
+    if work is None:
+        return None
+    original = work.wait
+
+    def wait(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tracker.waiting += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            tracker.waiting -= 1
+
+    work.wait = wait
+    return original
 
 
 def _is_view_operator(func: Any) -> bool:
@@ -71,6 +104,9 @@ class TrackedTensorMemory(TorchDispatchMode):
         self.grad_modes: set[bool] = set()
         self.tally = WorkTally()  # operator calls and the elements of the work they did
         self._resize: Any = None
+        self.collectives = 0  # collective operators run (their backend's scratch is unseen)
+        self.waiting = 0  # inside a collective's Work.wait(): its completion code runs here
+        self._wait: Any = None
 
     def __enter__(self) -> TrackedTensorMemory:
         """Also follow ``UntypedStorage.resize_``, which no dispatch mode sees: FSDP2 frees
@@ -79,25 +115,49 @@ class TrackedTensorMemory(TorchDispatchMode):
         tracker = self
 
         def resize_(storage: torch.UntypedStorage, size: int) -> Any:
+            before = storage.nbytes()
             out = resize(storage, size)
-            tracker._resized(storage)
+            tracker._resized(storage, before)
             return out
 
         torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign,assignment]
+        self._wait = _follow_waits(self)
         try:
             super().__enter__()
         except BaseException:
-            torch.UntypedStorage.resize_ = resize  # type: ignore[method-assign]
+            self._put_back()
             raise
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def _put_back(self) -> None:
         torch.UntypedStorage.resize_ = self._resize  # type: ignore[method-assign]
+        if self._wait is not None:
+            sys.modules["torch.distributed"].Work.wait = self._wait
+            self._wait = None
+
+    def __exit__(self, *exc: Any) -> None:
+        self._put_back()
         super().__exit__(*exc)
 
-    def _resized(self, storage: torch.UntypedStorage) -> None:
-        entry = self._ledger.held(id(storage), storage)
-        if entry is not None and entry.nbytes != storage.nbytes():
+    def _resized(self, storage: Any, before: int) -> None:
+        """``storage`` now holds ``storage.nbytes()``, ``before`` a moment ago. One made in
+        the call is recounted; one from before the call (an FSDP2 parameter built and
+        stepped before, freed with ``resize_(0)`` and re-grown each step) is held from now on,
+        its change counted as the call's: re-growth is an allocation, the shrink a free, as
+        the allocator sees them."""
+        key = id(storage)
+        device_type = storage.device.type
+        if device_type == "meta":
+            return
+        entry = self._ledger.held(key, storage)
+        if entry is None:
+            known = self._ledger.size_before(key, storage)
+            entry = self._ledger.adopt(
+                key,
+                storage,
+                lambda ref: _Held(ref, before if known is None else known, device_type),
+            )
+        if entry.nbytes != storage.nbytes():
             self._count(entry, storage.nbytes())
 
     def _count(self, entry: _Held, nbytes: int) -> None:
@@ -113,7 +173,7 @@ class TrackedTensorMemory(TorchDispatchMode):
 
     def _note_input(self, tensor: torch.Tensor) -> None:
         storage = storage_of(tensor)
-        if storage is None or storage.device.type == "meta":
+        if storage is None or storage.device.type == "meta" or self.waiting:
             return
         if self._ledger.note_before(id(storage), storage):
             device_type = storage.device.type
@@ -129,8 +189,13 @@ class TrackedTensorMemory(TorchDispatchMode):
             return
         key = id(storage)
         entry = self._ledger.held(key, storage)
+        if entry is None and self.waiting:
+            return  # the collective's own scratch, made on this thread only at times
         if entry is None:
-            if self._ledger.seen_before(key, storage):
+            before = self._ledger.size_before(key, storage)
+            if before is not None:  # from before the call: only a change of size counts
+                if before != storage.nbytes():  # resized in place (aten.resize_, out=)
+                    self._resized(storage, before)
                 return
             entry = self._ledger.add(key, storage, lambda ref: _Held(ref, 0, device_type))
         self._count(entry, storage.nbytes())  # new, or resized in place
@@ -142,9 +207,13 @@ class TrackedTensorMemory(TorchDispatchMode):
             return NotImplemented
         kwargs = kwargs or {}
         self.grad_modes.add(torch.is_grad_enabled())
-        for item in tree_flatten((args, kwargs))[0]:
-            if isinstance(item, torch.Tensor):
-                self._note_input(item)
+        collective = getattr(func, "namespace", None) in _COLLECTIVE_NAMESPACES
+        if collective:
+            self.collectives += 1
+        else:  # a collective's tensors are the caller's, or its backend's own (see above)
+            for item in tree_flatten((args, kwargs))[0]:
+                if isinstance(item, torch.Tensor):
+                    self._note_input(item)
         out = func(*args, **kwargs)
         # a view of a weight (``aten.t``) is no work done
         self.tally.add(args, kwargs, out, _is_view_operator(func))
@@ -206,6 +275,19 @@ def _lazy_run(
     return MemoryRun(section=section, diagnostics=[lazy], calls=1, grad_enabled=grad)
 
 
+def _collectives_note(count: int) -> Diagnostic:
+    return Diagnostic(
+        code="collective_scratch_unseen",
+        severity="info",
+        metric="memory.cpu_tracked_tensors",
+        count=count,
+        message=f"{count} collective operator(s) ran: the tensors they were given are counted, "
+        "the scratch their backend allocates inside (gloo's flat copies, in its worker "
+        "threads) is not, as for any kernel's scratch; on a CPU gloo run the allocator's peak "
+        "can be higher by that scratch where a collective is in flight at the peak",
+    )
+
+
 def run_peak_memory(workload: Workload, device: torch.device) -> MemoryRun:
     """One call under the tracker (and CUDA peak statistics when ``device`` is CUDA)."""
     tracker = TrackedTensorMemory()
@@ -243,6 +325,8 @@ def run_peak_memory(workload: Workload, device: torch.device) -> MemoryRun:
         cpu = MetricResult.unavailable(unit=cpu.unit, scope=cpu.scope, method=cpu.method)
     results.append(cpu)
     diagnostics += cpu_diagnostics
+    if tracker.collectives:
+        diagnostics.append(_collectives_note(tracker.collectives))
     baseline["cpu_tracked_tensors_preexisting"] = tracker.preexisting.get("cpu", 0)
     if cuda:
         results.append(

@@ -170,7 +170,19 @@ def _timed_comparison(
         return _failed(cfg.candidate.name, failures[0])
     if spec is not None:
         comparison.compile = compile_record(comparison, spec, watched)
+    record_sides(comparison, cfg)
     return comparison
+
+
+def record_sides(comparison: BenchmarkComparison, cfg: Any) -> None:
+    """Each side's own precision (the candidate's, else the baseline's), the threads both
+    ran at and the input, on the sides' execution records, where a page reads them."""
+    from .runner import record_execution
+
+    own = cfg.candidate.precision or cfg.precision
+    for side, precision in ((comparison.baseline, cfg.precision), (comparison.candidate, own)):
+        if side is not None:
+            record_execution(side, precision, cfg, threads=True)
 
 
 def compare_configured_candidate(

@@ -6,27 +6,35 @@ a failed job without importing render.
 
 from __future__ import annotations
 
-import json
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 JOB_STATUS = "job_status.json"
 
 
-def write_job_status(output_dir: Path, status: str, error: BaseException | None) -> None:
-    """One job's outcome beside its reports, so a failed job is never missing."""
-    from ..report import atomic_write_text
+def write_job_status(
+    output_dir: Path, status: Literal["completed", "failed"], error: BaseException | None
+) -> None:
+    """One job's outcome beside its reports (a ``job_status`` report), so a failed job is
+    never missing. Its provenance is the job's run context, where the stage set one."""
+    from ..provenance import build_provenance
+    from ..report import save_report
+    from ..report.sweep import JobStatus
     from .hostlock import last_share
 
-    document: dict[str, Any] = {"status": status, "host": socket.gethostname()}
+    message = None
     if error is not None:
         lines = str(error).strip().splitlines() or [type(error).__name__]
-        document["error"] = f"{type(error).__name__}: {lines[0]}"
-    share = last_share()
-    if share is not None:
-        document["timing_jobs_on_host"] = share
-    atomic_write_text(output_dir / JOB_STATUS, json.dumps(document, indent=2) + "\n")
+        message = f"{type(error).__name__}: {lines[0]}"
+    document = JobStatus(
+        provenance=build_provenance(include_runtime=False),
+        status=status,
+        error=message,
+        host=socket.gethostname(),
+        timing_jobs_on_host=last_share(),
+    )
+    save_report(document, output_dir / JOB_STATUS)
 
 
 _last_failures: list[int] = []
@@ -44,6 +52,14 @@ def last_sweep_failures() -> int | None:
 
 def recorded_failure(output_dir: Path) -> bool:
     """The stage itself recorded this job as failed (runner._job_failed): keep that."""
+    from ..report import load_report
+    from ..report.sweep import JobStatus
+
     path = output_dir / JOB_STATUS
-    document = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-    return isinstance(document, dict) and document.get("status") == "failed"
+    if not path.exists():
+        return False
+    try:
+        document = load_report(path)
+    except ValueError:  # damaged: the summary's row names it
+        return False
+    return isinstance(document, JobStatus) and document.status == "failed"

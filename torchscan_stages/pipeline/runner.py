@@ -433,11 +433,30 @@ def budget_outcome(
     ]
 
 
-def record_execution(report: Any, precision: Any) -> None:
-    """Stamp the configured precision and evaluation mode on a BenchmarkReport."""
-    if getattr(report, "execution", None) is not None:
-        report.execution.precision = f"{precision.name} ({precision.dtype}, {precision.apply})"
-        report.execution.training = False
+def precision_label(precision: Any) -> str:
+    """``fp32 (float32, cast)``: a precision config entry as execution records name it."""
+    return f"{precision.name} ({precision.dtype}, {precision.apply})"
+
+
+def record_execution(
+    report: Any, precision: Any, config: Any = None, *, threads: bool = False
+) -> None:
+    """Stamp what the pipeline configured on a BenchmarkReport's execution record, so that
+    readers never look it up in the run's config: the precision, evaluation mode and, with
+    ``config``, the input's name and work per call (a report that kept the default one call)
+    and, where the stage applied them (``threads``), the configured threads."""
+    execution = getattr(report, "execution", None)
+    if execution is None:
+        return
+    execution.precision = precision_label(precision)
+    execution.training = False
+    if config is None:
+        return
+    execution.input_name = config.input.name
+    if threads:
+        execution.threads = config.threads
+    if report.unit == "calls" and report.work_units == 1:
+        report.work_units, report.unit = config.input.work_units, config.input.unit
 
 
 __all__ = [
@@ -452,6 +471,7 @@ __all__ = [
     "budget_outcome",
     "commit_outputs",
     "complete_value",
+    "precision_label",
     "read_params",
     "record_execution",
     "run_stage",

@@ -148,7 +148,7 @@ class PredictSettings(_Strict):
     optimizer: Literal["adamw", "sgd", "none"] = "adamw"
     device: Literal["cuda", "cpu"] = "cuda"
     capacity_bytes: int | None = Field(default=None, gt=0)  # the owner's memory; no default
-    # per-rank prediction (issue 24): FSDP2 fully_shard on a fake world of world_size ranks,
+    # per-rank prediction: FSDP2 fully_shard on a fake world of world_size ranks,
     # or DDP (the model wrapped once: its gradient buckets)
     sharding: Literal["none", "fsdp2", "ddp"] = "none"
     world_size: int = Field(default=1, ge=1)

@@ -26,7 +26,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..report.evidence import SIDECAR_SUFFIX
+from ..report.sweep import JobStatus, SweepJob, SweepSummary
 from .job_status import JOB_STATUS, record_sweep_failures, recorded_failure, write_job_status
 
 NOTE = (
@@ -38,7 +41,7 @@ SUMMARY_HTML = "sweep_summary.html"
 _METRIC_KEYS = {"status", "unit", "scope", "method"}
 _CONFIG_AXES = ("model", "input", "device", "precision", "threads", "seed")
 _SKIP = {"layers", "provenance", "diagnostics", "operators", "events"}
-_HOSTS = "_hosts"
+_Row = tuple[SweepJob, list[Any]]  # a job's row and (report path, HostState) of its timings
 
 
 def metric_results(document: Any, prefix: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
@@ -139,13 +142,31 @@ def _stem(path: Path) -> str:
     return path.name.removesuffix(".gz").removesuffix(".json")
 
 
-def _job_row(job_dir: Path, root: Path, *, listed: bool = False) -> dict[str, Any] | None:
-    """One job's row; ``listed`` (named by the user) folders always get one. A damaged file
-    of the job (status, metrics, overrides, a report) fails this row only, naming it."""
+def _job_status(path: Path, problems: list[str]) -> JobStatus | None:
+    """A job's ``job_status`` report; a damaged one is a problem of this job's row."""
+    from ..report import load_report
+
+    if not path.exists():
+        return None
+    try:
+        found = load_report(path)
+    except ValueError as error:
+        problems.append(str(error))
+        return None
+    if not isinstance(found, JobStatus):
+        problems.append(f"{path}: a {found.kind} report, not a job_status")
+        return None
+    return found
+
+
+def _job_row(job_dir: Path, root: Path, *, listed: bool = False) -> _Row | None:
+    """One job's row and its timed reports' host states; ``listed`` (named by the user)
+    folders always get one. A damaged file of the job (status, metrics, overrides, a
+    report) fails this row only, naming it."""
     problems: list[str] = []
     reports = _report_files(job_dir)
     status_path = job_dir / JOB_STATUS
-    status_doc = _object(_read_json(status_path, problems), status_path, problems)
+    status_doc = _job_status(status_path, problems)
     if not (listed or reports or status_path.exists() or (job_dir / ".hydra").is_dir()):
         return None  # not a job folder (a sweep folder also holds .submitit/ and others)
     try:
@@ -157,37 +178,50 @@ def _job_row(job_dir: Path, root: Path, *, listed: bool = False) -> dict[str, An
     if overrides is not None:
         row["overrides"] = overrides
         row["axes"] = _axes(overrides)
-    status = status_doc.get("status")
-    row["status"] = status if isinstance(status, str) else ("completed" if reports else "unknown")
+    if status_doc is not None:
+        row.update(
+            status_doc.model_dump(include={"status", "error", "host", "timing_jobs_on_host"})
+        )
+    else:
+        row["status"] = "completed" if reports else "unknown"
     if row["status"] == "unknown" and not problems:
         row["error"] = "no report and no job_status.json: the job never finished"
-    elif status_doc.get("error"):
-        row["error"] = str(status_doc["error"])
-    for key in ("host", "timing_jobs_on_host"):
-        if key in status_doc:
-            row[key] = status_doc[key]
     for metrics_file in sorted((job_dir / "metrics").glob("*.json")):
         if metrics_file.name.endswith(SIDECAR_SUFFIX):  # the evidence beside the metrics
             continue
         metrics = _object(_read_json(metrics_file, problems), metrics_file, problems)
         for key, value in metrics.items():
+            if value is not None and (type(value) not in (int, float) or value != value):
+                problems.append(f"metrics/{metrics_file.name}: {key!r} is not a number")
+                continue
             # '_', not '.': a dot in a field name means a nested field to vega-lite (dvc plots)
             row[f"{metrics_file.stem}_{key}"] = value
-    _report_columns(row, name, reports, problems)
+    hosts = _report_columns(row, name, reports, problems)
     if problems:  # this job's files are damaged: its row says so, the others are untouched
         row["status"] = "failed"
         row["error"] = "; ".join(([row["error"]] if row.get("error") else []) + problems)
-    return row
+    return _validated(row), hosts
+
+
+def _validated(row: dict[str, Any]) -> SweepJob:
+    """The row as a SweepJob; a value no report or status could hold fails this row only."""
+    try:
+        return SweepJob.model_validate(row)
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return SweepJob(job=row["job"], status="failed", error=f"{where}: {first['msg']}")
 
 
 def _report_columns(
     row: dict[str, Any], name: str, reports: list[Path], problems: list[str]
-) -> None:
-    """The job's metrics, provenance and config columns from its reports, each loaded once."""
+) -> list[Any]:
+    """The job's metrics, provenance and config columns from its reports, each loaded once;
+    returns (report path, HostState) of its timed reports."""
     from ..report import load_report
 
     row["metrics"] = {}
-    row[_HOSTS] = []  # (report path, HostState) of timed reports; taken out before writing
+    hosts: list[Any] = []
     for report_file in reports:
         try:
             report = load_report(report_file)  # once per file, validated, in whatever format
@@ -202,10 +236,11 @@ def _report_columns(
         row.setdefault("provenance", _provenance(document))
         _config_columns(row, (document.get("provenance") or {}).get("run") or {})
         if report.provenance.host is not None:
-            row[_HOSTS].append((f"{name}/reports/{report_file.name}", report.provenance.host))
+            hosts.append((f"{name}/reports/{report_file.name}", report.provenance.host))
     row["reports"] = [f"{name}/reports/{p.name}" for p in reports]
     if "axes" not in row:  # no Hydra overrides saved (a DVC matrix job): its config says
         row["axes"] = {k: str(row[k]) for k in _CONFIG_AXES if k in row}
+    return hosts
 
 
 def _read_overrides(path: Path, problems: list[str]) -> list[str] | None:
@@ -238,63 +273,65 @@ def _config_columns(row: dict[str, Any], run: dict[str, Any]) -> None:
             row.setdefault(key, section.get("name", section.get("type")))
 
 
-def write_summary(rows: list[dict[str, Any]], output_dir: Path, title: str) -> dict[str, Any]:
-    """The sweep's table (JSON, also DVC plots data) and its offline HTML page."""
+def write_summary(
+    rows: list[SweepJob], output_dir: Path, title: str, timings: Iterable[Any] = ()
+) -> SweepSummary:
+    """The sweep's table (a ``sweep_summary`` report, also DVC plots data) and its offline
+    HTML page. ``timings``: (report path, HostState) of the jobs' timed reports."""
+    from ..measure.host import overlapping_timings
+    from ..provenance import build_provenance, git_state
     from ..render.sweep_view import sweep_page
-    from ..report import atomic_write_text
+    from ..report import RunContext, atomic_write_text, save_report
 
     output_dir = Path(output_dir)
-    summary: dict[str, Any] = {"title": title, "note": NOTE, "jobs": rows}
-    overlaps = _overlapping_timings(rows)
-    if overlaps:  # measured on one host at the same time: each disturbed the other
-        summary["overlapping_timings"] = overlaps
-        summary["warning"] = (
-            f"{len(overlaps)} pair(s) of timing jobs overlapped on one host; their latencies "
-            "include each other's load"
+    commit, dirty = git_state()
+    run = RunContext(stage="sweep_summary", git_commit=commit, git_dirty=dirty)
+    summary = SweepSummary(
+        provenance=build_provenance(run, include_runtime=False),
+        title=title,
+        note=NOTE,
+        jobs=rows,
+        overlapping_timings=list(overlapping_timings(list(timings))),
+    )
+    if summary.overlapping_timings:  # measured on one host at once: each disturbed the other
+        summary.warning = (
+            f"{len(summary.overlapping_timings)} pair(s) of timing jobs overlapped on one "
+            "host; their latencies include each other's load"
         )
-        title = f"{title} - WARNING: {summary['warning']}"
-    atomic_write_text(output_dir / SUMMARY_JSON, json.dumps(summary, indent=2) + "\n")
+    save_report(summary, output_dir / SUMMARY_JSON)
     atomic_write_text(output_dir / SUMMARY_HTML, sweep_page(summary))
     return summary
 
 
-def _overlapping_timings(rows: list[dict[str, Any]]) -> list[list[str]]:
-    """Report pairs whose timings overlapped on one host (from provenance.host, read once
-    with each report); the rows lose their private host list here."""
-    from ..measure.host import overlapping_timings
-
-    timings = [timing for row in rows for timing in row.pop(_HOSTS, [])]
-    return [list(pair) for pair in overlapping_timings(timings)]
-
-
 def summarize_jobs(
     job_dirs: Iterable[Path], output_dir: Path, *, title: str = "Sweep", listed: bool = False
-) -> dict[str, Any]:
-    """Write the sweep's table (JSON) and its HTML page; returns the table.
+) -> SweepSummary:
+    """Write the sweep's table (a ``sweep_summary`` report) and its HTML page; returns it.
 
     ``listed``: the folders were named one by one, so each gets a row even when it holds
     nothing (status ``unknown``), never silently dropped.
     """
     output_dir = Path(output_dir)
-    rows = [
+    found = [
         row
         for d in sorted(job_dirs)
         if (row := _job_row(Path(d), output_dir, listed=listed)) is not None
     ]
-    rows.sort(key=lambda row: (len(row["job"]), row["job"]))
-    return write_summary(rows, output_dir, title)
+    found.sort(key=lambda row: (len(row[0].job), row[0].job))
+    timings = [timing for _, hosts in found for timing in hosts]
+    return write_summary([job for job, _ in found], output_dir, title, timings)
 
 
-def failure_block(summary: dict[str, Any]) -> list[str]:
+def failure_block(summary: SweepSummary) -> list[str]:
     """One line per failed job with its one-line error; nothing when every job completed."""
-    failed = [row for row in summary["jobs"] if row["status"] != "completed"]
+    failed = summary.failed
     if not failed:
         return []
     lines = [f"{len(failed)} failed job(s):"]
     for row in failed:
-        axes = " ".join(f"{k}={v}" for k, v in sorted((row.get("axes") or {}).items()))
+        axes = " ".join(f"{k}={v}" for k, v in sorted(row.axes.items()))
         where = f" ({axes})" if axes else ""
-        lines.append(f"  job {row['job']}{where}: {row.get('error') or row['status']}")
+        lines.append(f"  job {row.job}{where}: {row.error or row.status}")
     return lines
 
 
@@ -325,8 +362,8 @@ class SweepSummaryCallback:
             return
         jobs = [p for p in folder.iterdir() if p.is_dir() and p.name not in self._before]
         summary = summarize_jobs(jobs, folder, title=f"Sweep {folder}")
-        failed = sum(1 for row in summary["jobs"] if row["status"] != "completed")
-        counted = f"{len(summary['jobs'])} jobs" + (f", {failed} failed" if failed else "")
+        failed = len(summary.failed)
+        counted = f"{len(summary.jobs)} jobs" + (f", {failed} failed" if failed else "")
         record_sweep_failures(failed)
         lines = [f"sweep summary: {folder / SUMMARY_HTML} ({counted})", *failure_block(summary)]
         print("\n".join(lines), flush=True)
@@ -386,8 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.jobs:
         jobs = [Path(j) for j in args.jobs]
         summary = summarize_jobs(jobs, output, title=args.title, listed=True)
-    failed = sum(1 for row in summary["jobs"] if row["status"] != "completed")
-    print(f"sweep summary: {output / SUMMARY_HTML} ({len(summary['jobs'])} jobs, {failed} failed)")
+    failed = len(summary.failed)
+    print(f"sweep summary: {output / SUMMARY_HTML} ({len(summary.jobs)} jobs, {failed} failed)")
     for line in failure_block(summary):
         print(line)
     return 0

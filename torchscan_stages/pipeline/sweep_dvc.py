@@ -15,6 +15,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from ..report.sweep import SweepJob
+
 _STATES = {"success": "completed", "failed": "failed"}
 
 
@@ -30,6 +32,10 @@ def _flatten(params: dict[str, Any], prefix: str = "") -> dict[str, str]:
         else:
             flat[dotted] = json.dumps(value) if not isinstance(value, str) else value
     return flat
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _unit(key: str) -> str:
@@ -60,7 +66,10 @@ def _row(experiment: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     row: dict[str, Any] = {
         "job": str(experiment.get("name") or revision.get("name") or revision.get("rev")),
         "status": _STATES.get(state, state),
-        "provenance": {"git_commit": revision.get("rev"), "timestamp": data.get("timestamp")},
+        "provenance": {
+            "git_commit": revision.get("rev"),
+            "timestamp": _text(data.get("timestamp")),
+        },
         "metrics": {},
         "reports": [],
     }
@@ -69,6 +78,10 @@ def _row(experiment: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     for path, entry in (data.get("metrics") or {}).items():
         stem = Path(path).stem
         for key, value in ((entry or {}).get("data") or {}).items():
+            if type(value) not in (int, float) or value != value:  # not the pipeline's metrics
+                row["metrics"][f"{stem}.{key}"] = {"status": "unavailable", "unit": _unit(key),
+                                                   "scope": f"{path}: not a number"}  # fmt: skip
+                continue
             row[f"{stem}_{key}"] = value
             row["metrics"][f"{stem}.{key}"] = {
                 "status": "complete", "value": value, "known_value": value,
@@ -78,7 +91,7 @@ def _row(experiment: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     return row, _flatten(params)
 
 
-def experiment_rows(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def experiment_rows(table: list[dict[str, Any]]) -> list[SweepJob]:
     """Rows from ``dvc exp show --json``; axes are the params that differ between them."""
     pairs = [_row(experiment) for commit in table for experiment in commit.get("experiments") or []]
     known = [params for _, params in pairs if params]
@@ -87,10 +100,10 @@ def experiment_rows(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row, params in pairs:
         if params:
             row["axes"] = {k: params.get(k, "") for k in varying}
-    return [row for row, _ in pairs]
+    return [SweepJob.model_validate(row) for row, _ in pairs]
 
 
-def dvc_experiment_rows(repo: Path) -> list[dict[str, Any]]:
+def dvc_experiment_rows(repo: Path) -> list[SweepJob]:
     """Run ``dvc exp show --json`` in ``repo`` and turn its experiments into rows."""
     done = subprocess.run(
         ["dvc", "exp", "show", "--json"], cwd=repo, capture_output=True, text=True, check=False

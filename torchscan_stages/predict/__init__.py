@@ -1,4 +1,7 @@
-"""Prediction before running: peak memory of a step on fake tensors, without the hardware."""
+"""Prediction before running: peak memory of a step on fake tensors, without the hardware.
+
+Never: runs real kernels on data.
+"""
 
 from __future__ import annotations
 

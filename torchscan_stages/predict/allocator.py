@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 CUDA_BLOCK_BYTES = 512
 
 
@@ -52,12 +54,21 @@ _MODELS = {
 
 
 def allocator_model(device: str) -> AllocatorModel:
-    """The model for ``device`` ("cuda", "cuda:1", "cpu"); anything else is refused."""
-    device_type = device.split(":", 1)[0]
-    model = _MODELS.get(device_type)
+    """The model for ``device`` ("cuda", "cuda:1", "cpu"); anything else is refused, in one
+    line, before anything runs (the device need not exist: nothing runs on it)."""
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        raise ValueError(
+            f"device={device!r} is not a valid device string; predictions take 'cuda', "
+            "'cuda:N' (N an index >= 0) or 'cpu'"
+        ) from None
+    model = _MODELS.get(resolved.type)
     if model is None:
         raise ValueError(
             f"device={device!r}: predictions model the 'cuda' or 'cpu' allocator; "
             f"expected one of {sorted(_MODELS)}"
         )
+    if resolved.type == "cpu" and resolved.index not in (None, 0):
+        raise ValueError(f"device={device!r}: the CPU has no device index {resolved.index}")
     return model

@@ -84,7 +84,7 @@ def diagnostics_of(tracker: PeakTracker, allocator: AllocatorModel) -> list[Diag
                 "are counted as optimizer_state and their .grad as gradients",
             )
         )
-    if tracker.steady.extra_fresh_steps:
+    if tracker.steady.extra_fresh_steps and tracker.steady.measured is None:
         found.append(
             Diagnostic(
                 code="steady_state_one_optimizer",
@@ -141,18 +141,78 @@ def _steady(
     tracker: PeakTracker, peak: MetricResult, scope: str, complete: bool
 ) -> tuple[MetricResult | None, MetricResult | None, str]:
     """(first step, steady state, headline): steady state is the headline of a training step."""
-    derived = tracker.steady.peak()
-    if derived is not None:
-        steady_complete = complete and not tracker.steady.extra_fresh_steps
-        return peak, _result(derived, scope, steady_complete), "steady_state_peak"
-    if tracker.steady.resident_state:  # the run is a steady-state step already
+    steady = tracker.steady
+    value = steady.peak()
+    if value is not None:
+        measured = steady.measured is not None  # the second call saw every optimizer
+        exact = measured or not (steady.extra_fresh_steps or steady.second_call_failed)
+        return peak, _result(value, scope, complete and exact), "steady_state_peak"
+    if steady.resident_state:  # the run is a steady-state step already
         first = MetricResult.unavailable(unit="bytes", scope=scope, method=METHOD)
         return first, peak, "steady_state_peak"
     return None, None, "peak"
 
 
+def steady_diagnostics(tracker: PeakTracker) -> list[Diagnostic]:
+    """How the steady-state peak was found, and what qualifies it."""
+    steady = tracker.steady
+    value = steady.peak()  # derives, which counts the open gradients
+    found: list[Diagnostic] = []
+    if steady.second_call_failed is not None:
+        found.append(
+            Diagnostic(
+                code="steady_state_second_call_failed",
+                metric="steady_state_peak",
+                message="the step was called a second time on the same fake copies to measure "
+                f"its steady state and failed ({steady.second_call_failed}); the "
+                "steady-state peak is derived from the first call instead, a lower bound",
+            )
+        )
+    if steady.open_gradients:
+        found.append(
+            Diagnostic(
+                code="steady_state_kept_gradients_bound",
+                metric="steady_state_peak",
+                count=steady.open_gradients,
+                message=f"{steady.open_gradients} gradient(s) kept between steps "
+                "(zero_grad(set_to_none=False)) are accumulated without an autograd event "
+                "(FSDP2's sharded gradients): the second step's incoming copies are counted "
+                "until the optimizer step, so the steady-state peak may be high by up to "
+                "their bytes; build the model outside the step to have it measured instead",
+            )
+        )
+    if value is None:
+        return found
+    how = (
+        "measured by calling the step a second time on the same fake copies (the model is "
+        "built outside the step): it starts with everything the first call left alive"
+        if steady.measured is not None
+        else f"derived from the first step: {steady.kept_bytes:,} bytes it leaves alive for "
+        "the next (optimizer state, gradients kept by zero_grad(set_to_none=False), state "
+        "written after the optimizer step such as a GradScaler's) held from the start"
+    )
+    found.append(
+        Diagnostic(
+            code="steady_state_headline",
+            severity="info",
+            metric="steady_state_peak",
+            message=f"the headline is the steady-state peak, {value:,} bytes, {how}; fits and "
+            "max_batch_size judge resident_bytes + steady_state_peak",
+        )
+    )
+    return found
+
+
 # a diagnostic with one of these codes makes every figure of the run a lower bound
-PARTIAL_CODES = frozenset({"untracked_tensor", "fake_kernel_divergence", UNMODELLED})
+PARTIAL_CODES = frozenset(
+    {
+        "untracked_tensor",
+        "fake_kernel_divergence",
+        UNMODELLED,
+        "branch_assumed",
+        "compiled_as_eager",
+    }
+)
 
 
 def is_complete(diagnostics: list[Diagnostic]) -> bool:
@@ -193,6 +253,43 @@ def breakdowns(
     }
 
 
+def _figures(
+    tracker: PeakTracker,
+    snapshot: PeakSnapshot,
+    diagnostics: list[Diagnostic],
+    allocator: AllocatorModel,
+    capacity_bytes: int | None,
+    categories: tuple[str, ...],
+) -> dict[str, Any]:
+    """The fields every prediction report shares: peak, splits, resident bytes, first step
+    and steady state, and the verdict on resident + headline."""
+    diagnostics = diagnostics + steady_diagnostics(tracker)
+    complete = is_complete(diagnostics)
+    scope = allocator.scope
+    peak = peak_result(tracker, scope, complete)
+    assert tracker.residents is not None
+    resident, resident_parts = _resident(tracker, tracker.residents, diagnostics)
+    first, steady, headline = _steady(tracker, peak, scope, complete)
+    headline_result = steady if headline == "steady_state_peak" and steady else peak
+    return {
+        "provenance": build_provenance(),
+        "allocator": allocator.description,
+        "rounding_bytes": allocator.rounding_bytes,
+        "peak": peak,
+        **breakdowns(tracker, snapshot, scope, complete, categories),
+        "preexisting_bytes": resident,
+        "resident_bytes": resident,
+        "resident_by_category": resident_parts,
+        "first_step_peak": first,
+        "steady_state_peak": steady,
+        "headline": headline,
+        "assumptions": list(tracker.assumptions),
+        "capacity_bytes": capacity_bytes,
+        "fits": fits(headline_result, int(resident.known_value or 0), capacity_bytes),
+        "diagnostics": diagnostics,
+    }
+
+
 def build_report(
     tracker: PeakTracker,
     snapshot: PeakSnapshot,
@@ -204,32 +301,10 @@ def build_report(
     name: str | None,
 ) -> PredictionReport:
     """Every figure of one fake run, with the diagnostics that qualify it."""
-    diagnostics = diagnostics + diagnostics_of(tracker, allocator)
-    complete = is_complete(diagnostics)
-    scope = allocator.scope
-    peak = peak_result(tracker, scope, complete)
-    resident, resident_parts = _resident(tracker, residents, diagnostics)
-    first, steady, headline = _steady(tracker, peak, scope, complete)
-    headline_result = steady if headline == "steady_state_peak" and steady else peak
-    return PredictionReport(
-        provenance=build_provenance(),
-        name=name,
-        device=device,
-        allocator=allocator.description,
-        rounding_bytes=allocator.rounding_bytes,
-        peak=peak,
-        **breakdowns(tracker, snapshot, scope, complete),
-        preexisting_bytes=resident,
-        resident_bytes=resident,
-        resident_by_category=resident_parts,
-        first_step_peak=first,
-        steady_state_peak=steady,
-        headline=headline,
-        assumptions=list(tracker.assumptions),
-        capacity_bytes=capacity_bytes,
-        fits=fits(headline_result, int(resident.known_value or 0), capacity_bytes),
-        diagnostics=diagnostics,
-    )
+    assert tracker.residents is residents
+    found = diagnostics + diagnostics_of(tracker, allocator)
+    figures = _figures(tracker, snapshot, found, allocator, capacity_bytes, CATEGORIES)
+    return PredictionReport(name=name, device=device, **figures)
 
 
 def per_rank_report(
@@ -245,30 +320,27 @@ def per_rank_report(
     name: str | None,
 ) -> PredictionReport:
     """One rank's report of a parallel step (FSDP2, DDP): ``scheme`` is (its name, its
-    categories, its own diagnostics), ``world`` is (world size, rank)."""
-    sharding, categories, found = scheme
-    diagnostics = diagnostics + diagnostics_of(tracker, allocator) + found
-    complete = is_complete(diagnostics)
-    scope = allocator.scope
-    peak = peak_result(tracker, scope, complete)
+    categories, its own diagnostics), ``world`` is (world size, rank). Resident tensors,
+    first step and steady state are counted as for one device, as this rank holds them."""
+    sharding, categories, own = scheme
+    found = diagnostics + diagnostics_of(tracker, allocator) + own
+    figures = _figures(tracker, snapshot, found, allocator, capacity_bytes, categories)
     return PredictionReport(
         name=name,
         device=device,
-        allocator=allocator.description,
-        rounding_bytes=allocator.rounding_bytes,
-        peak=peak,
-        **breakdowns(tracker, snapshot, scope, complete, categories),
-        preexisting_bytes=MetricResult.complete(
-            tracker.preexisting, unit="bytes", scope="preexisting_tensors", method=METHOD
-        ),
-        capacity_bytes=capacity_bytes,
-        fits=fits(peak, 0, capacity_bytes),
-        diagnostics=diagnostics,
-        provenance=build_provenance(),
+        **figures,
         world_size=world[0],
         rank=world[1],
         sharding=sharding,
     )
+
+
+def headline_result(report: PredictionReport) -> MetricResult:
+    """The figure a report's ``fits`` judges (with its ``resident_bytes`` beside it): the
+    steady-state peak of a training step, else the peak."""
+    if report.headline == "steady_state_peak" and report.steady_state_peak is not None:
+        return report.steady_state_peak
+    return report.peak
 
 
 def check_capacity(capacity_bytes: int | None) -> None:
@@ -279,6 +351,12 @@ def check_capacity(capacity_bytes: int | None) -> None:
         or capacity_bytes <= 0
     ):
         raise ValueError(f"capacity_bytes must be a positive int of bytes, got {capacity_bytes!r}")
+
+
+def check_name(name: object) -> None:
+    """``name`` is None or a str: refused before the (possibly long) fake run."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str or None, got {type(name).__name__}")
 
 
 def fits(peak: MetricResult, resident: int, capacity: int | None) -> bool | None:
@@ -301,6 +379,7 @@ __all__ = [
     "check_capacity",
     "diagnostics_of",
     "fits",
+    "headline_result",
     "is_complete",
     "peak_result",
     "per_rank_report",

@@ -2,8 +2,8 @@
 
 The capacity is always the caller's input, never a default: how much of a device's memory
 a job may use (other processes, the CUDA context, NCCL buffers, fragmentation headroom) is
-the owner's call. Each probe is one full prediction (``predict_peak_memory``, or
-``predict_sharded_peak_memory`` with ``world_size``), so the search keeps probes few. The
+the owner's call. Each probe is one full prediction (``predict_memory``: one device, or one
+rank of an FSDP2 or DDP world with ``world_size``), so the search keeps probes few. The
 first probe's breakdown at its peak says how many of its bytes grow with the batch
 (activations, temporaries, other); the search aims at the batch those bytes extrapolate to
 and probes it and its successor, which ends an affine curve (a transformer step's peak is
@@ -29,9 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..provenance import Provenance, build_provenance
 from ..report import Diagnostic, MetricResult, PredictionReport
-from .ddp import predict_ddp_peak_memory
-from .peak import predict_peak_memory
-from .sharded import predict_sharded_peak_memory
+from .assemble import headline_result
+from .entry import predict_memory, resolve_sharding
 
 
 class BatchProbe(BaseModel):
@@ -73,6 +72,7 @@ class BatchSearch(BaseModel):
     name: str | None = None
     device: str
     world_size: int | None = None
+    sharding: str | None = None  # "fsdp2" or "ddp" with world_size; None: one device
     capacity_bytes: int
     batch: int | None
     probes: list[BatchProbe]
@@ -106,9 +106,7 @@ class _Search:
         if batch in self.by_batch:
             return self.by_batch[batch]
         report = self.predict(batch)
-        judged = report.peak
-        if report.headline == "steady_state_peak" and report.steady_state_peak is not None:
-            judged = report.steady_state_peak
+        judged = headline_result(report)
         resident = report.resident_bytes.known_value if report.resident_bytes else None
         probe = BatchProbe(
             batch=batch,
@@ -190,7 +188,7 @@ def max_batch_size(
     capacity_bytes: int,
     device: str = "cuda",
     world_size: int | None = None,
-    sharding: str = "fsdp2",
+    sharding: str | None = None,
     start: int = 1,
     limit: int = 1 << 20,
     name: str | None = None,
@@ -199,8 +197,10 @@ def max_batch_size(
 
     ``step_factory(batch)`` returns the workload of :func:`predict_peak_memory` (a
     zero-argument step) or, with ``world_size``, the ``step(mesh)`` of
-    :func:`predict_sharded_peak_memory` (one rank of an FSDP2 world), or with
-    ``sharding="ddp"`` the ``step(wrap)`` of :func:`predict_ddp_peak_memory`.
+    :func:`predict_sharded_peak_memory` (one rank of an FSDP2 world; ``sharding="fsdp2"``,
+    the default with ``world_size``), or with ``sharding="ddp"`` the ``step(wrap)`` of
+    :func:`predict_ddp_peak_memory`. Every verdict is ``resident_bytes`` + the headline
+    peak (the steady state of a training step) against the capacity.
     ``capacity_bytes`` is the owner's usable memory per device, in bytes; there is no default.
     """
     capacity = _check_int(capacity_bytes, "capacity_bytes", 1)
@@ -208,21 +208,15 @@ def max_batch_size(
     _check_int(limit, "limit", start)
     if not callable(step_factory):
         raise TypeError(f"step_factory must be a callable taking the batch, got {step_factory!r}")
-    if world_size is not None:
-        _check_int(world_size, "world_size", 1)
-    if sharding not in ("fsdp2", "ddp"):
-        raise ValueError(f"sharding must be 'fsdp2' or 'ddp', got {sharding!r}")
+    sharding = resolve_sharding(sharding, world_size, "max_batch_size")
 
     def predict(batch: int) -> PredictionReport:
-        step = step_factory(batch)
-        if world_size is None:
-            return predict_peak_memory(step, device=device, capacity_bytes=capacity)
-        if sharding == "ddp":
-            return predict_ddp_peak_memory(
-                step, world_size=world_size, device=device, capacity_bytes=capacity
-            )
-        return predict_sharded_peak_memory(
-            step, world_size=world_size, device=device, capacity_bytes=capacity
+        return predict_memory(
+            step_factory(batch),
+            sharding=sharding,
+            world_size=world_size,
+            device=device,
+            capacity_bytes=capacity,
         )
 
     search = _Search(predict, capacity)
@@ -230,11 +224,14 @@ def max_batch_size(
     if not search.monotonic():
         batch = None
     curve = {p.batch: p.peak for p in sorted(search.probes, key=lambda p: p.batch)}
+    if any(p.headline == "steady_state_peak" for p in search.probes):
+        search.diagnostics.append(_judged_on_steady_state())
     return BatchSearch(
         provenance=build_provenance(),
         name=name,
         device=device,
         world_size=world_size,
+        sharding=sharding,
         capacity_bytes=capacity,
         batch=batch,
         probes=search.probes,
@@ -300,6 +297,17 @@ def _bracket_and_narrow(search: _Search, start: int, limit: int) -> int | None:
                 return None
             low, high = (side, high) if neighbour.fits else (low, side)
     return low
+
+
+def _judged_on_steady_state() -> Diagnostic:
+    return Diagnostic(
+        code="judged_on_steady_state",
+        severity="info",
+        metric="batch",
+        message="each verdict is resident_bytes + the steady-state peak (a second training "
+        "step, with the optimizer state and what else the first step leaves alive), the "
+        "figure every step after the first needs; the first step's peak is lower",
+    )
 
 
 def _limit_fits(limit: int) -> Diagnostic:

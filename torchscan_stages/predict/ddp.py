@@ -40,7 +40,7 @@ import torch
 
 from ..report import Diagnostic, PredictionReport
 from .allocator import allocator_model
-from .assemble import check_capacity, per_rank_report
+from .assemble import check_capacity, check_name, per_rank_report
 from .ownership import CATEGORIES
 from .parallelism import UNMODELLED
 from .peak import _run
@@ -189,6 +189,7 @@ def predict_ddp_peak_memory(
     if world_size < 1 or rank >= world_size:
         raise ValueError(f"need 0 <= rank < world_size, got rank {rank}, world {world_size}")
     check_capacity(capacity_bytes)
+    check_name(name)
     allocator = allocator_model(str(device))
     done = _Wrapped()
     wrap = _make_wrap(done, world_size)

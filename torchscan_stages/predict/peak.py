@@ -9,6 +9,8 @@ needed. See docs/prediction.md.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -18,15 +20,23 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..report import Diagnostic, PredictionReport
 from ..workloads import eager_compiled_code, lazy_output_diagnostic
 from .allocator import AllocatorModel, allocator_model
-from .assemble import build_report, check_capacity
+from .assemble import build_report, check_capacity, check_name
+from .compiled import compiled_in
 from .cuda_semantics import following_cuda
+from .fidelity import real_run_semantics
 from .modules import QualifiedModuleStack
+from .offload import HostMemory
 from .ownership import Ownership
 from .parallelism import unmodelled
+from .preserve import UserObjects
 from .resident import Residents, TorchGlobals, reach
 from .routing import ROUTING, WorstCaseRouting, worst_case_report
-from .stops import FAKE_LIMITS, FakeRunStopped, stop_diagnostic
+from .steady import second_call
+from .stops import FAKE_LIMITS, FakeRunStopped, stop_diagnostic, user_line
 from .tracker import PeakSnapshot, PeakTracker
+from .values import KnownValues
+
+_NO_DATA = "The tensor has a non-zero number of elements, but its data is not allocated yet"
 
 
 def _unseen_operator(error: Exception) -> str:
@@ -65,6 +75,7 @@ def _run(
     residents = Residents(fake, allocator)
     tracker = tracker_type(allocator, ownership, modules, modules._name, residents)
     tracker.routing = routing
+    tracker.values = KnownValues(fake)
 
     def settle(optimizer: Any) -> None:
         readded = tracker.settle_host_counters(ownership.host_only(tracker.host_counters))
@@ -92,16 +103,17 @@ def _run(
     ownership.on_step_begin = began
     ownership.on_step_end = ended
     ownership.name_of = modules._name
-    saved = TorchGlobals.capture()
+    saved, user = TorchGlobals.capture(), UserObjects.capture(workload)
     try:
-        residents.swap(reach(workload))
+        compiled = _swap_with_values(residents, workload, tracker.values)
         # the module stack's hooks first, so a module is named before ownership labels it
         cuda = allocator.device_type == "cuda"
         with (
-            eager_compiled_code("the prediction") as compiled,
+            eager_compiled_code("the prediction") as notes,
             modules,
             ownership,
             following_cuda(modules, cuda) as semantics,
+            real_run_semantics(tracker.values, modules, cuda, compiled) as fidelity,
         ):
             output = _call(workload, fake, tracker, diagnostics)
             lazy = lazy_output_diagnostic(output, "peak")
@@ -109,14 +121,61 @@ def _run(
             if lazy is not None:
                 diagnostics.append(lazy)
             snapshot = tracker.finish()
-        diagnostics += [_compiled_as_eager(note) for note in compiled] + residents.notes()
+            if (tracker.steady.twice or residents.grew_gradients()) and not _stopped(
+                diagnostics
+            ):  # built outside, state or gradients left for the next call: call again
+                first = _counts(semantics)  # the report's notes describe the first call
+                second_call(tracker, lambda found: _call(workload, fake, tracker, found))
+                _put_back_counts(semantics, first)
+        diagnostics += [_compiled_as_eager(n) for n in notes if not fidelity.compiled]
+        diagnostics += residents.notes()
+        diagnostics += fidelity.diagnostics()
+        tracker.host_memory = fidelity.host
+        tracker.assumptions += fidelity.assumptions()
         if semantics is not None:
             diagnostics += semantics.diagnostics()
             tracker.assumptions += semantics.assumptions()
     finally:
         residents.restore()
+        user.restore()
         saved.restore()
+    diagnostics += user.notes()
     return tracker, snapshot, diagnostics
+
+
+def _counts(semantics: Any) -> dict[str, Any]:
+    """The CUDA-semantics record's counters (every field but the module stack), copied."""
+    if semantics is None:
+        return {}
+    return {
+        f.name: copy.deepcopy(getattr(semantics, f.name))
+        for f in dataclasses.fields(semantics)
+        if f.name != "modules"
+    }
+
+
+def _put_back_counts(semantics: Any, counts: dict[str, Any]) -> None:
+    for name, value in counts.items():
+        setattr(semantics, name, value)
+
+
+def _stopped(diagnostics: list[Diagnostic]) -> bool:
+    return any(d.severity == "error" for d in diagnostics)
+
+
+def _swap_with_values(
+    residents: Residents, workload: Callable[[], Any], values: KnownValues
+) -> list[str]:
+    """Swap what the workload reaches for fake copies; the small ones keep their values
+    (token ids, attention masks, position buffers: what data-dependent branches read).
+    Returns the compiled code it reaches (compiled.py)."""
+    reached = reach(workload)
+    compiled = compiled_in(workload, reached)
+    buffers = [b for module in reached.modules for b in module.buffers()]
+    residents.swap(reached)
+    for real in [*reached.tensors, *buffers]:
+        values.learn(residents.fake_of(real), real)
+    return compiled
 
 
 def _follow_cuda_defaults(optimizer: Any, assumptions: list[str]) -> None:
@@ -145,12 +204,20 @@ def _call(
             warnings.filterwarnings(
                 "ignore", message="Accessing the data pointer of FakeTensor", category=UserWarning
             )
+            # the prediction's own global module hooks, not the user's, make torch warn here
+            warnings.filterwarnings(
+                "ignore", message="Using `torch.compile\\(module\\)` when there are global hooks"
+            )
             return workload()
     except FakeRunStopped as stop:
         found.append(stop_diagnostic(stop))
     except FAKE_LIMITS as error:  # raised outside any operator (e.g. by a fake tensor method)
         found.append(stop_diagnostic(FakeRunStopped(_unseen_operator(error), None, None, error)))
     except RuntimeError as error:
+        if _NO_DATA in str(error):  # C++ read a fake tensor's data directly (no operator)
+            read = FakeRunStopped("a direct data read", None, user_line(), error)
+            found.append(stop_diagnostic(read))
+            return None
         if "_apply(): Couldn't swap" not in str(error):
             raise
         raise RuntimeError(
@@ -186,6 +253,7 @@ def predict_peak_memory(
     if not callable(workload):
         raise TypeError(f"workload must be a zero-argument callable, got {type(workload).__name__}")
     check_capacity(capacity_bytes)
+    check_name(name)
     if routing not in ROUTING:
         raise ValueError(f"routing must be one of {ROUTING}, got {routing!r}")
     allocator = allocator_model(str(device))
@@ -199,4 +267,28 @@ def predict_peak_memory(
         tracker, snapshot, diagnostics, tracker.residents, allocator, str(device),
         capacity_bytes, name,
     )  # fmt: skip
+    report = _with_host_memory(report, tracker.host_memory)
     return report if bounds is None else worst_case_report(report, bounds)
+
+
+def _with_host_memory(report: PredictionReport, host: HostMemory | None) -> PredictionReport:
+    """save_on_cpu under a CUDA prediction: the saved tensors' host bytes, beside the peak."""
+    if host is None or not host.packed:
+        return report
+    result = report.peak.model_copy(
+        update={"value": host.peak, "known_value": host.peak, "scope": "predicted_host_memory"}
+    )
+    if report.peak.status != "complete":  # a stopped run saw part of what it would offload
+        result = result.model_copy(update={"value": None})
+    note = Diagnostic(
+        code="saved_tensors_on_host",
+        severity="info",
+        metric="host_bytes",
+        count=host.packed,
+        message=f"save_on_cpu moved {host.packed} saved tensor(s) to host memory, "
+        f"{host.peak:,} bytes at most at once: they are host_bytes, not in the device "
+        "peak; backward copies each back to the device when it needs it (counted)",
+    )
+    return report.model_copy(
+        update={"host_bytes": result, "diagnostics": [*report.diagnostics, note]}
+    )

@@ -21,6 +21,7 @@ and not in ``_parameters``, are parameters by their storage bytes, as ``crawl_mo
 
 from __future__ import annotations
 
+import dis
 import functools
 import types
 from collections import defaultdict
@@ -43,6 +44,8 @@ from .allocator import AllocatorModel
 RESIDENT_CATEGORIES = ("parameters", "buffers", "gradients", "optimizer_state", "inputs")
 _MAX_OBJECTS = 20_000  # the search stops here: a closure reaching a whole program is not a step
 _MAX_DEPTH = 6
+_NOT_RESIDENT = frozenset({"DeviceMesh"})
+_LOADS_GLOBAL = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
 
 
 @dataclass(slots=True)
@@ -95,12 +98,16 @@ def _filled(cell: types.CellType) -> bool:
     return True
 
 
-def _global_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
+@functools.lru_cache(maxsize=4096)
+def _global_names(code: types.CodeType) -> frozenset[str]:
+    """The globals a code object (and the functions nested in it) loads: its LOAD_GLOBAL and
+    LOAD_NAME names, not ``co_names`` (which holds attribute names too: ``optimizer.step()``
+    would reach an unrelated global called ``step``)."""
+    names = {str(op.argval) for op in dis.get_instructions(code) if op.opname in _LOADS_GLOBAL}
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names |= _global_names(const)
-    return names
+    return frozenset(names)
 
 
 def reach(workload: Callable[[], Any]) -> Reached:
@@ -115,6 +122,8 @@ def reach(workload: Callable[[], Any]) -> Reached:
     while frontier and len(seen) < _MAX_OBJECTS:
         obj, depth = frontier.pop(0)
         if id(obj) in seen or isinstance(obj, (types.ModuleType, type, str, bytes, int, float)):
+            continue
+        if type(obj).__name__ in _NOT_RESIDENT:  # the prediction's own fake-world mesh
             continue
         seen.add(id(obj))
         if isinstance(obj, torch.nn.Module):
@@ -296,6 +305,15 @@ class Residents:
             optimizer.param_groups, optimizer.state = groups, state
 
         self._undo.append(undo)
+
+    def grew_gradients(self) -> bool:
+        """Whether a resident leaf that had no ``.grad`` holds one now (on its fake copy): a
+        step that only accumulates gradients leaves them for the next call."""
+        for real, grad in self._leaf_grads.values():
+            known = self._fakes.get(id(real))
+            if grad is None and known is not None and known[1].grad is not None:
+                return True
+        return False
 
     def restore(self) -> None:
         """Put every real object back, also the ``.grad`` autograd wrote onto a real leaf."""

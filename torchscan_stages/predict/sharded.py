@@ -29,7 +29,7 @@ import torch
 from ..analysis.operators import never_compiled
 from ..report import Diagnostic, PredictionReport
 from .allocator import allocator_model
-from .assemble import check_capacity, per_rank_report
+from .assemble import check_capacity, check_name, per_rank_report
 from .ownership import Ownership
 from .parallelism import UNMODELLED, unmodelled
 from .peak import _run
@@ -51,6 +51,7 @@ SHARDED_CATEGORIES = (
 COLLECTIVES_OWNER = "(collectives)"
 _get_dispatch_mode = torch._C._get_dispatch_mode
 _FAKE = torch._C._TorchDispatchModeKey.FAKE
+_PIN_MEMORY = torch.ops.aten._pin_memory.default
 # what FSDP2 on a one-dimensional mesh runs; anything else is a parallelism not modelled
 FSDP_COLLECTIVES = frozenset(
     {
@@ -270,6 +271,10 @@ class ShardedTracker(PeakTracker):
             self.operators_seen += 1
             ownership.parallel.note(func, types)
             return args[0]
+        if func is _PIN_MEMORY:
+            # FSDP2's CPUOffloadPolicy(pin_memory=True) pins the host shards: a copy into
+            # page-locked host memory, which has no fake kernel (NYI); a clone has its bytes
+            return self.track(torch.ops.aten.clone.default, types, (args[0],), {})
         if func is self._all_gather:
             ownership.tag_buffer(args[0], "all_gather_buffers")
         elif func is self._reduce_scatter:
@@ -327,6 +332,7 @@ def predict_sharded_peak_memory(
     if not callable(step):
         raise TypeError(f"step must be a callable taking the mesh, got {type(step).__name__}")
     check_capacity(capacity_bytes)
+    check_name(name)
     allocator = allocator_model(str(device))
     with fake_world(world_size, rank) as mesh:
         tracker, snapshot, diagnostics = _run(
@@ -369,6 +375,17 @@ def _sharding_diagnostics(
         modelled_subclasses=frozenset({"DTensor"}),
         predictor="predict_sharded_peak_memory (FSDP2 on a 1-D mesh)",
     )
+    if not ownership.managed:
+        found.append(
+            Diagnostic(
+                code=UNMODELLED,
+                metric="peak",
+                message="the step never called fully_shard: no parameter was sharded, so "
+                "these are the unsharded step's figures, not an FSDP2 rank's; apply "
+                "fully_shard(module, mesh=mesh) inside the step (or use predict_peak_memory "
+                "for one device)",
+            )
+        )
     if ownership.offloaded:
         found.append(
             Diagnostic(

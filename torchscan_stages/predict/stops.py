@@ -19,7 +19,15 @@ from ..report import Diagnostic
 
 DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException)
 FAKE_LIMITS = (UnsupportedOperatorException, *DATA_DEPENDENT)
-__all__ = ["DATA_DEPENDENT", "FAKE_LIMITS", "FakeRunStopped", "stop_diagnostic", "user_line"]
+__all__ = [
+    "DATA_DEPENDENT", "FAKE_LIMITS", "FakeRunStopped", "UnknownValueUsed", "stop_diagnostic",
+    "user_line",
+]  # fmt: skip
+
+
+class UnknownValueUsed(RuntimeError):
+    """A value the fake run does not have chose a branch, a size or an index
+    (``predict/scalar_reads.py``), or was asked for as data (``.numpy()``)."""
 
 
 class FakeRunStopped(Exception):
@@ -31,14 +39,15 @@ class FakeRunStopped(Exception):
 
 
 def _advice(error: Exception) -> str:
-    if isinstance(error, DATA_DEPENDENT):
+    if isinstance(error, (*DATA_DEPENDENT, UnknownValueUsed)):
         return (
-            "its result depends on tensor values, which fake tensors do not have. Build the "
-            "model (and anything computed from data, e.g. .tolist() in a constructor) "
-            "outside the step and close over it: tensors that exist before the step are "
-            "read for real; pass data-dependent sizes in as Python ints; or, for routing "
-            "whose sizes are bounded by shapes (top-k experts: at most tokens x k rows), "
-            "predict the bound with predict_peak_memory(..., routing='worst_case')"
+            "the step's next size or branch depends on a value the model computed, which "
+            "fake tensors do not have (inputs and small tensors made from them keep their "
+            "values; a float read only for logging goes on). If the value is random or "
+            "computed from weights, the prediction cannot follow it: for routing whose "
+            "sizes the shapes bound (top-k experts), predict_peak_memory(..., "
+            "routing='worst_case') predicts the bound; otherwise fix the branch for the "
+            "prediction (e.g. a flag), or measure the step with measure_peak_memory"
         )
     return (
         "it has no usable fake (meta) kernel in this torch version; the prediction cannot "

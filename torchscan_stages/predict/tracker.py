@@ -35,6 +35,7 @@ from .resident import Residents
 from .routing import WorstCaseRouting
 from .steady import SteadyState
 from .stops import FAKE_LIMITS, FakeRunStopped, user_line
+from .values import KnownValues
 
 OUTSIDE = "(outside modules)"
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # real tensors of torch's own types
@@ -128,9 +129,11 @@ class PeakTracker(TorchDispatchMode):
         self._peak_phase: str | None = None
         self._peak_module: str | None = None
         self.snapshot = PeakSnapshot()
-        self.steady = SteadyState()
+        self.steady = SteadyState(residents.storages if residents is not None else None)
         self.assumptions: list[str] = []  # device semantics the prediction took
         self.routing: WorstCaseRouting | None = None  # routing="worst_case" only
+        self.values: KnownValues | None = None  # small tensors' real values (values.py)
+        self.host_memory: Any = None  # save_on_cpu's host figure (offload.py), CUDA only
         ownership.assign = self.assign_role
 
     # ------------------------------------------------------------------ phase and owner
@@ -183,6 +186,8 @@ class PeakTracker(TorchDispatchMode):
         if timed:
             self._seq += 1
             since = self._seq
+            if category == "gradients":
+                self.steady.accumulated(key)
         module = weakref.ref(owner) if isinstance(owner, torch.nn.Module) else None
         roles.append(Role(category, module, name, since, rank, master))
 
@@ -193,7 +198,7 @@ class PeakTracker(TorchDispatchMode):
             self._aside.append(entry)  # part of the peak's live set
         self._provisional_host.discard(key)
         self.current -= entry.nbytes
-        self.steady.moved(key, -entry.nbytes, self.current)
+        self.steady.moved(key, -entry.nbytes, self.current, freed=True)
 
     def _note_input(self, tensor: torch.Tensor) -> None:
         storage = storage_of(tensor)
@@ -329,13 +334,14 @@ class PeakTracker(TorchDispatchMode):
         self.operators_seen += 1
         self.ownership.parallel.note(func, types)
         phase = self._phase()
+        inputs = None
         if func not in _LIFTS:  # a literal (torch.tensor(0.0)) made real, then lifted to fake
             inputs = tensors_in(kwargs, tensors_in(args, []))
             if self.residents is not None and any(type(item) in _PLAIN for item in inputs):
                 # real tensors never reach the fake mode: it runs number-taking operators
                 # with no fake argument for real, which would change the user's tensors
                 flat, spec = tree_flatten((args, kwargs))
-                flat = [self.residents.convert(item) for item in flat]
+                flat = [self._converted(item) for item in flat]
                 args, kwargs = tree_unflatten(flat, spec)
                 inputs = tensors_in(kwargs, tensors_in(args, []))
             for item in inputs:
@@ -346,17 +352,39 @@ class PeakTracker(TorchDispatchMode):
                 out = func(*args, **kwargs)
             else:
                 out = correction(func, args, kwargs, self._uncorrected)
-        except (*FAKE_LIMITS, RuntimeError, NotImplementedError) as error:
-            # routing="worst_case": a data-dependent size at its shape bound (predict/routing.py)
-            out = None if self.routing is None else self.routing.output(func, args, kwargs, error)
-            if out is None:  # the fake kernel refused: where (module path, user line) and why
-                raise FakeRunStopped(
-                    str(func), self._modules.current(), user_line(), error
-                ) from error
+        except (*FAKE_LIMITS, RuntimeError, NotImplementedError, AssertionError) as error:
+            # AssertionError: a fake kernel torch left unimplemented ("NYI: aten._pin_memory")
+            out = self._refused(func, args, kwargs, error)
+        else:
+            if self.values is not None:
+                self.values.follow(func, args, kwargs, out, inputs)
+        if self.steady.watching:  # after a first step: what it writes is kept for the next
+            self.steady.wrote(func, args)
         name = None
         for item in tensors_in(out, []):
             name = str(func) if name is None else name
             self._note_output(item, name, phase)
+        return out
+
+    def _converted(self, item: Any) -> Any:
+        """A real tensor an operator received: its fake copy, which keeps its value."""
+        assert self.residents is not None
+        fake = self.residents.convert(item)
+        if fake is not item and self.values is not None:
+            self.values.learn(fake, item)
+        return fake
+
+    def _refused(self, func: Any, args: Any, kwargs: Any, error: Exception) -> Any:
+        """The fake kernel refused: answer from known values (a data-dependent operator on
+        values the real inputs fix), at the routing bound (routing="worst_case",
+        predict/routing.py), or stop, saying where (module path, user line) and why."""
+        if self.values is not None:
+            answered, out = self.values.answer(func, args, kwargs)
+            if answered:
+                return out
+        out = None if self.routing is None else self.routing.output(func, args, kwargs, error)
+        if out is None:
+            raise FakeRunStopped(str(func), self._modules.current(), user_line(), error) from error
         return out
 
     def _uncorrected(self, operator: str, message: str) -> None:
@@ -402,6 +430,18 @@ class PeakTracker(TorchDispatchMode):
             snap.by_module[module] = snap.by_module.get(module, 0) + entry.nbytes
         self.snapshot = snap
         return snap
+
+    def restart_peak(self) -> tuple[int, dict[str, int], PeakSnapshot, str | None, Any]:
+        """A new peak from what is live now (a second call of the step); returns the first
+        period's (peak, phase peaks, snapshot, phase and module at the peak) to put back."""
+        first = (self.peak, self.phase_peaks, self.snapshot, self._peak_phase, self._peak_module)
+        self.peak, self.phase_peaks, self._peak_seq = self.current, {}, self._seq
+        self._aside.clear()
+        return first
+
+    def put_back(self, first: tuple[int, dict[str, int], PeakSnapshot, str | None, Any]) -> None:
+        """The first period's figures again (after :meth:`restart_peak`)."""
+        self.peak, self.phase_peaks, self.snapshot, self._peak_phase, self._peak_module = first
 
 
 never_compiled(PeakTracker.__torch_dispatch__.__code__)

@@ -1,4 +1,7 @@
-"""Offline HTML for every report kind: one self-contained page, no network resources."""
+"""Offline HTML for every report kind: one self-contained page, no network resources.
+
+Never: reads anything but reports.
+"""
 
 from __future__ import annotations
 

@@ -80,9 +80,15 @@ def _find_parent(
 ) -> _Node | None:
     """The enclosing call: the nearest record of the longest proper path prefix, one level up.
 
-    Works for pre-order (parents first) and post-order (children first) record lists.
+    A record deeper than its path (a module called again inside its own forward) is first
+    nested in an earlier call of its own path. Works for pre-order (parents first) and
+    post-order (children first) record lists.
     """
     path = record.path
+    if record.depth > (path.count(".") + 1 if path else 0):
+        same = [c for c in by_path[path] if c[0] < position and c[1].record.depth < record.depth]
+        if same:
+            return same[-1][1]
     while True:
         if not path:
             return None
@@ -164,7 +170,8 @@ def _layer_row(
     if layer_diags:
         flagged = "; ".join(f"{d.code}: {d.message}" for d in layer_diags[:3])
     name = record.name or record.path or "(root)"
-    call = f" (call {record.call_index + 1})" if record.call_index else ""
+    # call_index k is "(call k)" in the text table, this page and the JSON alike (0 = first)
+    call = f" (call {record.call_index})" if record.call_index else ""
     output, output_full = output_texts(record)
     return LayerRow(
         name=name + call,

@@ -65,11 +65,6 @@ def _total(report: BenchmarkReport, label: str, metric: str, result: MetricResul
     return TotalView(label, metric_cell(result, reason=reason), result.status, reason)
 
 
-def _config(report: BenchmarkReport) -> dict[str, Any]:
-    run = report.provenance.run
-    return run.config if run is not None else {}
-
-
 def count_noun(count: float, unit: str) -> str:
     """``1 call``, ``8 samples``, ``2.5 samples``: a number with a correctly numbered unit."""
     if count == 1 and unit.endswith("s") and not unit.endswith("ss"):
@@ -78,23 +73,11 @@ def count_noun(count: float, unit: str) -> str:
 
 
 def _work_per_call(report: BenchmarkReport) -> str:
-    """The work one call does. Reports that kept the default (1 call) take the pipeline
-    input's own work units, so memory, RSS and profile say what latency says."""
-    if report.unit == "calls" and report.work_units == 1:
-        inputs = _config(report).get("input")
-        if isinstance(inputs, dict) and "work_units" in inputs and "unit" in inputs:
-            return count_noun(inputs["work_units"], str(inputs["unit"])) + " (the input's)"
-    return count_noun(report.work_units, report.unit)
-
-
-def precision_text(report: BenchmarkReport, fallback: Any = None) -> str:
-    """The recorded precision, else the configured one (``fallback``: a config section)."""
-    if report.execution.precision:
-        return report.execution.precision
-    precision = fallback if fallback is not None else _config(report).get("precision")
-    if isinstance(precision, dict) and {"name", "dtype", "apply"} <= precision.keys():
-        return f"{precision['name']} ({precision['dtype']}, {precision['apply']}) — configured"
-    return "not recorded"
+    """The work one call does, and the input's name where the execution record has it (the
+    pipeline records the input's work on memory, RSS and profile reports too)."""
+    work = count_noun(report.work_units, report.unit)
+    name = report.execution.input_name
+    return f"{work} (input {name})" if name else work
 
 
 def _threads(report: BenchmarkReport) -> tuple[str, str]:
@@ -105,18 +88,17 @@ def _threads(report: BenchmarkReport) -> tuple[str, str]:
     )
     if report.rss is None or in_process:
         return ("threads (intra-op / inter-op)", f"{ex.num_threads} / {ex.num_interop_threads}")
-    configured = _config(report).get("threads")
-    if isinstance(configured, int):
-        return ("threads (intra-op, set in the measured child)", f"{configured}")
+    if ex.threads is not None:  # what the pipeline configured, which the child applied
+        return ("threads (intra-op, set in the measured child)", f"{ex.threads}")
     return ("threads", "set by the measured child process; not recorded")
 
 
-def _execution_rows(report: BenchmarkReport, precision: Any) -> list[tuple[str, str]]:
+def _execution_rows(report: BenchmarkReport) -> list[tuple[str, str]]:
     ex = report.execution
     inside = ex.workload_grad_enabled
     rows = [
         ("device", ex.device),
-        ("precision", precision_text(report, precision)),
+        ("precision", ex.precision or "not recorded"),
         _threads(report),
         ("gradients enabled (caller)", pretty(ex.grad_enabled)),
         (
@@ -274,11 +256,11 @@ def _profile_parts(report: BenchmarkReport) -> dict[str, Any]:
     return {"profile_rows": rows, "profile_note": prof.note, "profile_sort": prof.sort_by}
 
 
-def benchmark_view(report: BenchmarkReport, precision: Any = None) -> BenchmarkView:
+def benchmark_view(report: BenchmarkReport) -> BenchmarkView:
     """The page's view of one BenchmarkReport: one part per measurement pass."""
     return BenchmarkView(
         name=report.name,
-        execution=_execution_rows(report, precision),
+        execution=_execution_rows(report),
         **_latency_parts(report),
         **_memory_parts(report),
         **_rss_parts(report),
@@ -424,16 +406,6 @@ def _verdict_row(d: PerformanceDelta) -> VerdictRow:
     )
 
 
-def _configured_precisions(report: BenchmarkComparison) -> tuple[Any, Any]:
-    """Baseline: the config's precision; candidate: its own, else the baseline's."""
-    run = report.provenance.run
-    config = run.config if run is not None else {}
-    base = config.get("precision")
-    candidate = config.get("candidate")
-    own = candidate.get("precision") if isinstance(candidate, dict) else None
-    return base, own if own else base
-
-
 def _compile_rows(report: BenchmarkComparison) -> list[tuple[str, str]]:
     """A compiled candidate's first call (compile + one run), apart from warmed latency."""
     record = report.compile
@@ -466,7 +438,6 @@ def comparison_view(report: BenchmarkComparison) -> ComparisonView:
     if check.error:
         check_rows.append(("error", check.error))
     rows = [_verdict_row(d) for d in report.deltas]
-    base_precision, cand_precision = _configured_precisions(report)
     return ComparisonView(
         baseline_name=report.baseline_name or "baseline",
         candidate_name=report.candidate_name or "candidate",
@@ -476,12 +447,8 @@ def comparison_view(report: BenchmarkComparison) -> ComparisonView:
         withheld_count=sum(1 for r in rows if r.withheld),
         settings=[(k, setting_text(k, v)) for k, v in sorted(report.settings.items())]
         + _compile_rows(report),
-        baseline=benchmark_view(report.baseline, base_precision)
-        if report.baseline is not None
-        else None,
-        candidate=benchmark_view(report.candidate, cand_precision)
-        if report.candidate is not None
-        else None,
+        baseline=benchmark_view(report.baseline) if report.baseline is not None else None,
+        candidate=benchmark_view(report.candidate) if report.candidate is not None else None,
         charts=[],
         verdict=comparison_verdict(report.deltas),
     )

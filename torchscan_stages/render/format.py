@@ -99,6 +99,8 @@ def _describe(meta: ValueMeta, level: int) -> str:
         items = meta.items or []
         if level >= 3:
             return "(…)" if meta.kind == "tuple" else "[…]"
+        if meta.keys and meta.type_name:  # a named tuple: Point(x: [2], y: [2])
+            return meta.type_name + _fields(meta, level)
         inner = ", ".join(_describe(item, level + 1) for item in items[:6])
         if len(items) > 6:
             inner += f", … {len(items) - 6} more"
@@ -113,7 +115,21 @@ def _describe(meta: ValueMeta, level: int) -> str:
         if len(keys) > 4:
             parts.append(f"… {len(keys) - 4} more")
         return "{" + ", ".join(parts) + "}"
+    if meta.keys and meta.items is not None and level < 3:  # an object's tensors by attribute
+        return (meta.type_name or meta.kind) + _fields(meta, level)
     return meta.type_name or meta.kind
+
+
+def _fields(meta: ValueMeta, level: int) -> str:
+    """``(name: shape, ...)`` of a named tuple's or an object's first four fields."""
+    keys, items = meta.keys or [], meta.items or []
+    parts = [
+        f"{key}: {_describe(item, level + 1)}"
+        for key, item in zip(keys[:4], items[:4], strict=False)
+    ]
+    if len(keys) > 4:
+        parts.append(f"… {len(keys) - 4} more")
+    return "(" + ", ".join(parts) + ")"
 
 
 _BYTES_IN_TEXT = re.compile(r"\b(\d{4,}) ?(?:bytes|B)\b")

@@ -34,9 +34,9 @@ from ..report import (
     ServedCapacity,
     ServedReport,
     Status,
-    atomic_write_text,
     check_output_path,
     load_report,
+    write_output,
 )
 from ..report.history import HistoryReport
 from .analysis_view import (
@@ -61,6 +61,7 @@ from .evidence_view import evidence_rows
 from .format import describe_value, humanize_text, metric_cell
 from .history_view import history_body, history_status, history_status_note
 from .prediction_view import prediction_view
+from .records_view import LABELS, RECORDS, record_status, record_title, record_view
 from .served_view import capacity_view, served_view
 from .sweep_view import sweep_view
 from .tree_data import RUN_MIN, script_json, tree_data
@@ -79,6 +80,7 @@ _KIND_LABEL = {
     "served": "Served latency under load",
     "served_capacity": "Served capacity at a latency bound",
     "metrics_evidence": "Evidence behind committed metrics",
+    **LABELS,
 }
 
 
@@ -153,6 +155,8 @@ def _headlines(report: AnyReport) -> list[Headline]:
         return heads
     if isinstance(report, MetricsEvidence):
         return []  # its table is the content: one row per metrics key
+    if isinstance(report, RECORDS):
+        return []  # a record's table is its content
     if isinstance(report, PredictionReport):
         # a CUDA target on a CPU-only run is on purpose (predict.device): say so on the line
         note = "CUDA's allocator, predicted on fake tensors: no GPU needed"
@@ -260,6 +264,8 @@ def _status(report: AnyReport) -> Status:
         return "complete" if states == {"complete"} else "partial"
     if isinstance(report, HistoryReport):
         return history_status(report)
+    if isinstance(report, RECORDS):
+        return record_status(report)
     return overall_status([h.result for h in _headlines(report)])
 
 
@@ -276,6 +282,8 @@ def _title(report: AnyReport) -> str:
         return f"History {report.rev_range}"
     if isinstance(report, MetricsEvidence):
         return f"metrics/{report.stage}.json"
+    if isinstance(report, RECORDS):
+        return record_title(report)
     return f"{report.baseline_name or 'baseline'} vs {report.candidate_name or 'candidate'}"
 
 
@@ -357,6 +365,8 @@ def _view(report: AnyReport, flops_elsewhere: str | None = None) -> dict[str, An
         return {"capacity": capacity_view(report)}
     if isinstance(report, MetricsEvidence):
         return {"evidence": evidence_rows(report)}
+    if isinstance(report, RECORDS):
+        return {"rec": record_view(report)}
     return {"cmp": comparison_view(report)}
 
 
@@ -399,7 +409,7 @@ def _page(title: str, body: Markup, scripted: bool = False) -> str:
 
 def _write(html: str, output: str | os.PathLike[str] | None) -> str:
     if output is not None:
-        atomic_write_text(output, html)
+        write_output(output, html)  # a path that cannot be written: ValueError naming it
     return html
 
 

@@ -21,6 +21,11 @@ def describe_shape(meta: ValueMeta | None) -> str:
         return "-"
     if meta.kind == "tensor":
         return "[" + ", ".join(str(d) for d in meta.shape or []) + "]"
+    if meta.kind != "dict" and meta.keys and meta.items and meta.type_name:
+        # a named tuple's fields or an object's tensors by attribute: Normal(loc: [1, 5], ...)
+        pairs = zip(meta.keys[:3], meta.items[:3], strict=False)
+        shown = ", ".join(f"{key}: {describe_shape(item)}" for key, item in pairs)
+        return f"{meta.type_name}({shown}{', ...' if len(meta.keys) > 3 else ''})"
     if meta.kind in ("tuple", "list"):
         inner = [describe_shape(i) for i in meta.items or [] if i.kind != "none"]
         if len(inner) == 1:
@@ -134,17 +139,21 @@ def format_table(
     rule = "-" * len(line(COLUMNS))
     out = [rule, line(COLUMNS), rule, *(line(r) for r in rows), rule]
     t = report.totals
+    repeats = any(layer.call_index for layer in report.layers)
     out += [
-        f"Parameters: {compact_number(t.parameters.value or 0)} "
-        f"(trainable {compact_number(t.trainable_parameters.value or 0)}, "
-        f"frozen {compact_number(t.frozen_parameters.value or 0)}), "
-        f"{compact_number(t.parameter_bytes.value or 0)} bytes; "
-        f"buffers {compact_number(t.buffer_elements.value or 0)} elements",
+        # a lazy model's counts are lower bounds (>=N), never a short figure shown as exact
+        f"Parameters: {compact_metric(t.parameters)} "
+        f"(trainable {compact_metric(t.trainable_parameters)}, "
+        f"frozen {compact_metric(t.frozen_parameters)}), "
+        f"{compact_metric(t.parameter_bytes)} bytes; "
+        f"buffers {compact_metric(t.buffer_elements)} elements",
         f"Module FLOPs: {compact_metric(t.module_flops)}   MACs: {compact_metric(t.macs)}   "
         f"DMAs: {compact_metric(t.dmas)} elements   (method {t.macs.method}, mode {report.mode})",
         f"Operator FLOPs: {compact_metric(t.operator_flops)}{_products(report)}   "
         "(method operator_dispatch, column Op FLOPs; never added to module FLOPs)",
-        "Markers: >=N partial (lower bound), n/a unavailable.",
+        "Markers: >=N partial (lower bound), n/a unavailable."
+        # one numbering in text, HTML and JSON: "(call k)" is the record's call_index k
+        + (" (call k): a repeat call, call_index k (the first, 0, unmarked)." if repeats else ""),
     ]
     if report.diagnostics:
         grouped = _diagnostic_lines(report)

@@ -1,19 +1,19 @@
 """Sweep view: latency and throughput against threads, one line per precision.
 
-A report belongs to a sweep when its ``provenance.run.config`` names ``threads`` or
-``precision`` (as the pipeline's Hydra config does); a value the config does not name is
-taken from the report's own execution record, which is what actually ran.
+A report belongs to a sweep when its execution record holds the threads the pipeline
+configured (``ExecutionRecord.threads``; the pipeline's timed stages record it, with the
+precision), never from keys of the run's config.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from markupsafe import Markup, escape
 
 from ..report import BenchmarkReport, MetricResult
+from ..report.sweep import JobProvenance, SweepJob, SweepMetric, SweepSummary
 from .caveats import caveat_cell, latency_caveats
 from .format import Cell, human, metric_cell, seconds, si
 from .svg import Point, line_chart
@@ -39,35 +39,13 @@ class SweepView:
     notes: list[str]
 
 
-def _config_value(config: dict[str, Any], key: str) -> Any:
-    """``config[key]``; a config group (dict) gives its ``name`` or ``dtype`` entry."""
-    value = config.get(key)
-    if isinstance(value, dict):
-        for inner in ("name", "dtype", "value"):
-            if inner in value:
-                return value[inner]
-        return None
-    return value
-
-
 def sweep_key(report: BenchmarkReport) -> tuple[str, int] | None:
-    """(precision, threads) of a sweep member, or None when the config names neither."""
-    run = report.provenance.run
-    if run is None or report.latency is None:
+    """(precision, threads) of a sweep member: a timed report whose execution record holds
+    the threads the pipeline configured; None for any other report."""
+    execution = report.execution
+    if report.latency is None or execution.threads is None:
         return None
-    threads = _config_value(run.config, "threads")
-    precision = _config_value(run.config, "precision")
-    if threads is None and precision is None:
-        return None
-    if threads is None:
-        threads = report.execution.num_threads
-    if precision is None:
-        precision = report.execution.precision or "default"
-    try:
-        thread_count = int(threads)
-    except (TypeError, ValueError):
-        return None
-    return str(precision), thread_count
+    return execution.precision or "default", execution.threads
 
 
 def _point(x: str, result: MetricResult, caveats: list[str] | None = None) -> Point:
@@ -141,8 +119,7 @@ def sweep_view(members: list[tuple[str, BenchmarkReport]]) -> SweepView | None:
 
 # --- The sweep summary page: any set of jobs, failed ones included -------------------------
 
-_PAGE_CSS = """
-body{padding:0 1rem}
+SWEEP_CSS = """
 table.sweep{border-collapse:collapse;margin:1em 0}.sweep td,.sweep th{border:1px solid #ccc;
 padding:3px 6px}.sweep tr.failed{background:#fde8e8}.sweep .err{color:#a00;font-family:monospace}
 .failed-jobs{color:#a00}
@@ -157,27 +134,25 @@ def _house_css() -> str:
     return (Path(__file__).parent / "templates" / "style.css").read_text(encoding="utf-8")
 
 
-def _summary_cell(result: dict[str, Any] | None) -> Cell:
-    """A table cell for one metric of the sweep table (a MetricResult as plain JSON)."""
-    if not result or result.get("status") == "unavailable" or result.get("known_value") is None:
+def _summary_cell(result: SweepMetric | None) -> Cell:
+    """A table cell for one metric of the sweep table."""
+    if result is None or result.status == "unavailable" or result.known_value is None:
         return Cell("—", "unavailable", "na")
-    unit = str(result.get("unit") or "")
-    number = float(result["known_value"])
-    spread = result.get("spread") or {}
-    caveats = [str(c) for c in result.get("caveats") or []]
-    extra = f"; IQR {spread['iqr']:.3g} over {spread.get('blocks')} blocks" if spread else ""
-    title = f"{result.get('scope')}{extra}"
-    shown = human(number, unit)
-    if spread.get("iqr") is not None and not caveats:  # an IQR of one block says nothing
-        shown += f" (IQR {human(float(spread['iqr']), unit)})"
-    if result["status"] == "partial":
-        return caveat_cell(Cell(f"≥ {shown}", f"lower bound; {title}", "part"), caveats)
-    return caveat_cell(Cell(shown, title, "ok"), caveats)
+    number = float(result.known_value)
+    spread = result.spread
+    extra = f"; IQR {spread.iqr:.3g} over {spread.blocks} blocks" if spread and spread.iqr else ""
+    title = f"{result.scope}{extra}"
+    shown = human(number, result.unit)
+    if spread is not None and spread.iqr is not None and not result.caveats:
+        shown += f" (IQR {human(spread.iqr, result.unit)})"  # an IQR of one block says nothing
+    if result.status == "partial":
+        return caveat_cell(Cell(f"≥ {shown}", f"lower bound; {title}", "part"), result.caveats)
+    return caveat_cell(Cell(shown, title, "ok"), result.caveats)
 
 
-def swept_axes(jobs: list[dict[str, Any]]) -> list[str]:
+def swept_axes(jobs: list[SweepJob]) -> list[str]:
     """Override keys whose value differs between jobs (all of them when none differs)."""
-    known = [job["axes"] for job in jobs if job.get("axes")]  # a job that never ran has none
+    known = [job.axes for job in jobs if job.axes]  # a job that never ran has none
     keys = sorted({k for axes in known for k in axes})
     varying = [k for k in keys if len({axes.get(k) for axes in known}) > 1]
     return varying or keys
@@ -189,27 +164,25 @@ def _x_axis(axes: list[str]) -> str | None:
     return "threads" if "threads" in axes else axes[0]
 
 
-def _charts(jobs: list[dict[str, Any]], names: list[str], axes: list[str]) -> list[Markup]:
+def _charts(jobs: list[SweepJob], names: list[str], axes: list[str]) -> list[Markup]:
     """One line chart per metric: x = the first swept axis, one line per other setting."""
     x_key = _x_axis(axes)
     if x_key is None:
         return []
     # an x value only failed jobs have (crawl.mode=bogus) is not put on the axis: those jobs
     # are rows of the table and lines of the failure block; elsewhere a failure is a gap
-    done = [j for j in jobs if j.get("status") == "completed"]
-    x_labels = sorted({(j.get("axes") or {}).get(x_key, "") for j in done}, key=_natural)
-    drawn = [j for j in jobs if (j.get("axes") or {}).get(x_key, "") in x_labels]
+    done = [j for j in jobs if j.status == "completed"]
+    x_labels = sorted({j.axes.get(x_key, "") for j in done}, key=_natural)
+    drawn = [j for j in jobs if j.axes.get(x_key, "") in x_labels]
     charts: list[Markup] = [_failed_note(jobs, axes)] if names else []
     for name in names[:_MAX_CHARTS]:
         series: dict[str, list[Point]] = {}
         for job in drawn:
-            values = job.get("axes") or {}
-            x = values.get(x_key, "")
-            others = [f"{k}={values.get(k, '')}" for k in axes if k != x_key]
+            x = job.axes.get(x_key, "")
+            others = [f"{k}={job.axes.get(k, '')}" for k in axes if k != x_key]
             label = ", ".join(others) or name
-            result = (job.get("metrics") or {}).get(name)
-            series.setdefault(label, []).append(_job_point(job, x, result))
-        unit = next((str(r["unit"]) for j in jobs if (r := j["metrics"].get(name))), "")
+            series.setdefault(label, []).append(_job_point(job, x, job.metrics.get(name)))
+        unit = next((r.unit for j in jobs if (r := j.metrics.get(name))), "")
         charts.append(Markup("<h3>{} ({})</h3>").format(name, unit or "no unit"))
         charts.append(
             line_chart(
@@ -220,18 +193,17 @@ def _charts(jobs: list[dict[str, Any]], names: list[str], axes: list[str]) -> li
     return charts
 
 
-def _failed_note(jobs: list[dict[str, Any]], axes: list[str]) -> Markup:
+def _failed_note(jobs: list[SweepJob], axes: list[str]) -> Markup:
     """Failed jobs are gaps or absent in the charts: name them above, marked failed."""
-    failed = [j for j in jobs if j.get("status") != "completed"]
+    failed = [j for j in jobs if j.status != "completed"]
     if not failed:
         return Markup("")
     items = []
     for job in failed[:20]:
-        values = job.get("axes") or {}
-        where = ", ".join(f"{k}={values.get(k, '')}" for k in axes)
-        error = str(job.get("error") or "?")
+        where = ", ".join(f"{k}={job.axes.get(k, '')}" for k in axes)
+        error = job.error or "?"
         error = error if len(error) <= 160 else error[:159] + "…"  # the table has it whole
-        items.append(f"job {job['job']} ({where}) {job.get('status')}: {error}")
+        items.append(f"job {job.job} ({where}) {job.status}: {error}")
     more = f"; … {len(failed) - 20} more (the table lists every job)" if len(failed) > 20 else ""
     return Markup('<p class="chart-note failed-jobs">Not drawn, {}: {}{}.</p>').format(
         f"{len(failed)} job(s) not completed", "; ".join(items), more
@@ -249,47 +221,60 @@ def _natural(text: str) -> tuple[int, float | str]:
         return (1, text)
 
 
-def _job_point(job: dict[str, Any], x: str, result: dict[str, Any] | None) -> Point:
-    if job["status"] != "completed" or not result or result.get("known_value") is None:
-        why = job.get("error") or "unavailable"
-        return Point(x=x, value=None, status="unavailable", title=f"job {job['job']}: {why}")
+def _job_point(job: SweepJob, x: str, result: SweepMetric | None) -> Point:
+    if job.status != "completed" or result is None or result.known_value is None:
+        why = job.error or "unavailable"
+        return Point(x=x, value=None, status="unavailable", title=f"job {job.job}: {why}")
     cell = _summary_cell(result)
-    return Point(x=x, value=float(result["known_value"]), status=result["status"], title=cell.text)
+    return Point(x=x, value=float(result.known_value), status=result.status, title=cell.text)
 
 
-def _row_html(job: dict[str, Any], axes: list[str], names: list[str]) -> str:
-    failed = job["status"] != "completed"
-    cells = [f"<td>{escape(job['job'])}</td>"]
-    cells += [f"<td>{escape((job.get('axes') or {}).get(a, ''))}</td>" for a in axes]
-    cells.append(f"<td>{escape(job['status'])}</td>")
+def _row_html(job: SweepJob, axes: list[str], names: list[str]) -> str:
+    failed = job.status != "completed"
+    cells = [f"<td>{escape(job.job)}</td>"]
+    cells += [f"<td>{escape(job.axes.get(a, ''))}</td>" for a in axes]
+    cells.append(f"<td>{escape(job.status)}</td>")
     for name in names:
-        cell = _summary_cell((job.get("metrics") or {}).get(name))
+        cell = _summary_cell(job.metrics.get(name))
         title = escape(cell.title)
         cells.append(f'<td class="{cell.cls}" title="{title}">{escape(cell.text)}</td>')
-    prov = job.get("provenance") or {}
-    where = f"{job.get('host', '')} env {str(prov.get('env_hash') or '')[:12]}"
-    shared = job.get("timing_jobs_on_host")
+    prov = job.provenance or JobProvenance()
+    where = f"{job.host or ''} env {(prov.env_hash or '')[:12]}"
+    shared = job.timing_jobs_on_host
     where += f"; timing jobs on host: {shared}" if shared is not None else ""
-    cells.append(f"<td>{escape(where)} git {escape(str(prov.get('git_commit') or '')[:10])}</td>")
-    cells.append(f'<td class="err">{escape(job.get("error") or "")}</td>')
+    cells.append(f"<td>{escape(where)} git {escape((prov.git_commit or '')[:10])}</td>")
+    cells.append(f'<td class="err">{escape(job.error or "")}</td>')
     return f'<tr class="{"failed" if failed else ""}">{"".join(cells)}</tr>'
 
 
-def sweep_page(summary: dict[str, Any]) -> str:
-    """Offline HTML (no script) for a sweep summary: table, charts, every job listed."""
-    jobs: list[dict[str, Any]] = summary["jobs"]
+def sweep_body(summary: SweepSummary) -> Markup:
+    """The summary's counts, table (every job) and charts, for its page and render_report."""
+    jobs = summary.jobs
     axes = swept_axes(jobs)
-    names = sorted({n for job in jobs for n in (job.get("metrics") or {})})
+    names = sorted({n for job in jobs for n in job.metrics})
     head = "".join(f"<th>{escape(h)}</th>" for h in ["job", *axes, "status", *names])
     head += "<th>where (host, env, git)</th><th>error</th>"
     rows = "".join(_row_html(job, axes, names) for job in jobs)
-    failed = sum(1 for job in jobs if job["status"] != "completed")
     charts = "".join(str(c) for c in _charts(jobs, names, axes))
-    title = escape(summary.get("title", "Sweep"))
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
-        f"<style>{_house_css()}{_PAGE_CSS}</style></head><body><h1>{title}</h1>"
-        f"<p>{len(jobs)} jobs, {failed} not completed. {escape(summary.get('note', ''))}</p>"
+    warning = (
+        f"<p class='failed-jobs'>WARNING: {escape(summary.warning)}</p>" if summary.warning else ""
+    )
+    return Markup(
+        f"{warning}<p>{len(jobs)} jobs, {len(summary.failed)} not completed. "
+        f"{escape(summary.note)}</p>"
         f"<table class='sweep'><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
-        f"{charts}</body></html>\n"
+        f"{charts}"
+    )
+
+
+def sweep_page(summary: SweepSummary) -> str:
+    """Offline HTML (no script) for a sweep summary: table, charts, every job listed."""
+    title = summary.title
+    if summary.warning:
+        title = f"{title} - WARNING: {summary.warning}"
+    shown = escape(title)
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{shown}</title>"
+        f"<style>{_house_css()}body{{padding:0 1rem}}{SWEEP_CSS}</style></head><body>"
+        f"<h1>{shown}</h1>{sweep_body(summary)}</body></html>\n"
     )

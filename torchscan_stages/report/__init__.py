@@ -2,7 +2,8 @@
 
 One package, one job per module: ``metric`` (MetricResult, Diagnostic), ``records`` (analysis
 layer records), ``models`` (the report kinds), ``kinds`` (the one list of them: ``AnyReport``,
-``REPORT_TYPES``), ``codec`` (the compact form), ``io`` (reading bytes, the atomic write,
+``REPORT_TYPES``), ``history``, ``evidence``, ``served``, ``sweep`` and ``fingerprint`` (kinds
+of their own), ``codec`` (the compact form), ``io`` (reading bytes, the atomic write,
 saving) and ``load`` (``load_report``). Import the names from here.
 
 Reports are the product: every number travels inside a :class:`MetricResult` that states
@@ -28,6 +29,8 @@ Schema-version policy (``SCHEMA_VERSION``, written into every report):
 
 Every number a report carries is checked on load: counts, bytes, FLOPs and times are finite
 and non-negative, so a report ``load_report`` accepts can always be rendered.
+
+Never: measures, or lays out a page (number forms and ``print(report)`` lines only).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from .io import (
     clean_stale_temporaries,
     report_text,
     save_report,
+    write_output,
     write_temporary,
 )
 from .kinds import REPORT_KINDS, REPORT_TYPES, AnyReport
@@ -188,5 +192,6 @@ __all__ = [
     "report_text",
     "save_report",
     "trusted_construct",
+    "write_output",
     "write_temporary",
 ]

@@ -190,6 +190,43 @@ def _evidence(report: Any) -> tuple[str, list[BriefItem]]:
     return f"evidence behind metrics/{report.stage}.json", items
 
 
+def _sweep(report: Any) -> tuple[str, list[BriefItem]]:
+    """The job count, each job that did not complete (five at most) and the overlap warning."""
+    failed = report.failed
+    items: list[BriefItem] = [("jobs", f"{len(report.jobs)}, {len(failed)} not completed")]
+    items += [(f"job {job.job}", f"{job.status}: {job.error or '?'}") for job in failed[:5]]
+    items.append(("warning", report.warning))
+    return f"sweep summary {report.title!r}", items
+
+
+def _job_status(report: Any) -> tuple[str, list[BriefItem]]:
+    shared = report.timing_jobs_on_host
+    return f"sweep job {report.status}", [
+        ("error", report.error),
+        ("host", report.host),
+        ("timing jobs on host", None if shared is None else str(shared)),
+    ]
+
+
+def _environment(report: Any) -> tuple[str, list[BriefItem]]:
+    env = report.provenance.environment
+    return f"environment {report.provenance.env_hash}", [
+        ("torch", env.torch_version),
+        ("python", f"{env.python_implementation} {env.python_version} on {env.platform}"),
+        ("cpu", f"{env.cpu_model} ({env.cpu_count_logical} logical)"),
+        ("accelerators", ", ".join(env.accelerators) or None),
+    ]
+
+
+def _sources(report: Any) -> tuple[str, list[BriefItem]]:
+    items: list[BriefItem] = []
+    for name, entry in report.sources.items():
+        hashed = f"sha256 {entry.sha256[:16]} over {entry.files} file(s)" if entry.sha256 else None
+        items.append((name, f"{entry.target}: {hashed or entry.source or 'not hashed'}"))
+        items += [(f"{name} skipped", note) for note in entry.skipped]
+    return "source fingerprints", items
+
+
 _BRIEFS: dict[str, Callable[[Any], tuple[str, list[BriefItem]]]] = {
     "flops": _flops,
     "analysis": _analysis,
@@ -198,4 +235,8 @@ _BRIEFS: dict[str, Callable[[Any], tuple[str, list[BriefItem]]]] = {
     "benchmark_comparison": _comparison,
     "prediction": _prediction,
     "metrics_evidence": _evidence,
+    "sweep_summary": _sweep,
+    "job_status": _job_status,
+    "environment": _environment,
+    "sources": _sources,
 }

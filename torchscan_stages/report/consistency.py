@@ -71,8 +71,10 @@ def _check_verdict(delta: Any) -> None:
 
 
 def check_analysis(layers: Sequence[Any], totals: Any) -> None:
-    """Records: unique (path, call_index), the root module at depth 0; the totals of module
-    FLOPs, MACs and DMAs equal to the sum over the root (depth 0) records."""
+    """Records: unique (path, call_index), the root module's first call at depth 0; the totals
+    of module FLOPs, MACs and DMAs equal to the sum over the depth-0 records (a re-entered
+    root call is nested deeper: it is inside the first call's sum)."""
+    _check_parameters(layers, totals)
     if not layers:
         return
     seen: set[tuple[str, int]] = set()
@@ -86,12 +88,16 @@ def check_analysis(layers: Sequence[Any], totals: Any) -> None:
         seen.add(key)
         if layer.call_index < 0:
             raise ValueError(f"layers.{index}.call_index: {layer.call_index} is negative")
-        root = layer.path == ""  # the module crawled itself
+        # the module crawled itself; a later call of it inside its own forward (a module
+        # that calls itself) is nested one level below the call that made it
+        root = layer.path == "" and layer.call_index == 0
         if layer.depth < 0 or (root and layer.depth != 0):
             raise ValueError(
                 f"layers.{index}: depth {layer.depth} of path {layer.path!r}; expected depth "
                 f"{'0 (the root module)' if root else '>= 0'}"
             )
+    if ("", 0) not in seen and any(path == "" for path, _ in seen):
+        raise ValueError("layers: calls of the root module without its first (call_index 0)")
     roots = [layer for layer in layers if layer.depth == 0]
     if not roots:  # records of a part of a model (no root call recorded): nothing to sum
         return
@@ -107,3 +113,34 @@ def check_analysis(layers: Sequence[Any], totals: Any) -> None:
                 )
         elif total.is_complete:
             raise ValueError(f"totals.{name} is complete while a root record's {name} is not")
+
+
+def _check_parameters(layers: Sequence[Any], totals: Any) -> None:
+    """``totals.parameters`` = trainable + frozen, and no fewer than the records hold (each
+    tensor once: a record's ``shared_parameters`` were shown by an earlier record). Modules
+    never called have no record, so the records give a lower bound only."""
+    total = totals.parameters
+    if not total.is_complete:
+        return
+    trainable, frozen = totals.trainable_parameters, totals.frozen_parameters
+    if (
+        trainable.is_complete
+        and frozen.is_complete
+        and total.value != trainable.value + frozen.value
+    ):
+        raise ValueError(
+            f"totals.parameters: {_shown(total.value)} contradicts trainable_parameters + "
+            f"frozen_parameters ({_shown(trainable.value)} + {_shown(frozen.value)})"
+        )
+    held = sum(max(0, layer.params.parameters - layer.params.shared_parameters) for layer in layers)
+    if total.value < held:
+        raise ValueError(
+            f"totals.parameters: {_shown(total.value)} is fewer than the {held} parameters "
+            "the layer records hold"
+        )
+
+
+def _shown(value: Any) -> str:
+    """A count in a message: an absurdly long one by its length, not its 400 digits."""
+    text = repr(value)
+    return text if len(text) <= 30 else f"a {len(text)}-digit number"

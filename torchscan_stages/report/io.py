@@ -11,6 +11,7 @@ import errno
 import gzip
 import json
 import os
+import re
 import tempfile
 import time
 import zlib
@@ -137,13 +138,52 @@ def _read_source(path_or_text: str | os.PathLike[str] | bytes) -> tuple[str, str
     return _read_file(Path(text), text), text
 
 
+_TOO_MANY_DIGITS = re.compile(r"value has (\d+) digits")
+# a JSON escape of a UTF-16 surrogate: a lone one decodes to a str no file can hold
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _parse(text: str, where: str) -> Any:
+    """The JSON document of ``text``; one-line ValueErrors for what json refuses or lets by
+    (an integer past Python's digit limit, a lone UTF-16 surrogate in a string)."""
     try:
-        return json.loads(text)
+        document = json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"{where}: malformed JSON ({error})") from None
     except RecursionError:
         raise ValueError(f"{where}: JSON nested too deeply to be a report") from None
+    except ValueError as error:  # int(): "Exceeds the limit (4300 digits) ... has N digits"
+        found = _TOO_MANY_DIGITS.search(str(error))
+        digits = f" ({found.group(1)} digits)" if found else ""
+        raise ValueError(f"{where}: integer too long{digits}") from None
+    if _SURROGATE_ESCAPE.search(text) or _SURROGATE.search(text):
+        field = _surrogate_field(document, "")
+        if field is not None:
+            raise ValueError(
+                f"{where}: invalid text at {field}: a lone UTF-16 surrogate (no character; "
+                "the file was damaged or edited)"
+            )
+    return document
+
+
+def _surrogate_field(value: Any, at: str) -> str | None:
+    """The dotted path of the first key or string holding a lone surrogate (None: none)."""
+    stack: list[tuple[Any, str]] = [(value, at)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return path or "(top level)"
+        elif isinstance(item, dict):
+            for key, inner in reversed(item.items()):
+                where = f"{path}.{key}" if path else str(key)
+                if _SURROGATE.search(key):
+                    return f"{path + '.' if path else ''}{key!a} (a key)"
+                stack.append((inner, where))
+        elif isinstance(item, list):
+            stack.extend((inner, f"{path}.{i}") for i, inner in reversed(list(enumerate(item))))
+    return None
 
 
 def _umask() -> int:
@@ -282,6 +322,50 @@ def check_output_path(
             )
 
 
+# what a path itself can be wrong with (a full disk or an I/O error stays an OSError)
+_PATH_ERRORS = frozenset(
+    {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS}
+    | {errno.ENAMETOOLONG, errno.ELOOP, errno.EEXIST, errno.EINVAL}
+)
+
+
+class OutputPathError(OSError, ValueError):
+    """An output file that cannot be written: a ``ValueError`` (a bad argument) that is also
+    the ``OSError`` it was, so callers catching either get one line naming the path."""
+
+    def __init__(self, code: int | None, why: str, path: str) -> None:
+        super().__init__(code, why, path)
+        shown = path if path.isprintable() else repr(path)
+        self.message = f"cannot write {shown}: {why}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def write_output(path: str | os.PathLike[str], text: str | bytes) -> Path:
+    """:func:`atomic_write_text` for a file a user named: a path that cannot be written (a
+    directory, a folder under a file, ``/proc``, no permission) is one
+    :class:`OutputPathError` naming it, never a temporary file's ``FileNotFoundError``; a
+    full disk or an I/O error is the ``OSError`` it was."""
+    if isinstance(text, str) and _SURROGATE.search(text):  # UTF-8 cannot hold it: say where
+        at = _SURROGATE.search(text).start()  # type: ignore[union-attr]
+        raise ValueError(
+            f"cannot write {path}: the text holds a lone UTF-16 surrogate (no character) at "
+            f"character {at}, after {text[max(0, at - 40) : at]!a} (a name given to a module "
+            "or a key holds it; rename it)"
+        )
+    try:
+        return atomic_write_text(path, text)
+    except OSError as error:
+        if error.errno not in _PATH_ERRORS:  # a full disk, an I/O error: not the path's fault
+            raise
+        why = error.strerror or type(error).__name__
+        folder = Path(path).parent
+        if error.errno == errno.ENOENT and folder.is_dir():  # /proc, a vanished folder
+            why = f"its folder {str(folder)!r} does not accept new files ({why})"
+        raise OutputPathError(error.errno, why, str(path)) from None
+
+
 def report_text(report: BaseModel) -> str:
     """The compact JSON text of a report (``report.codec``), as :func:`save_report` writes it."""
     return dump_text(encode_report(report, SCHEMA_VERSION))
@@ -300,5 +384,5 @@ def save_report(report: BaseModel, path: str | os.PathLike[str]) -> Path:
     text = report_text(report)
     if str(path).endswith(".gz"):
         # mtime=0: the same report gives the same bytes (DVC and git see no change)
-        return atomic_write_text(path, gzip.compress(text.encode("utf-8"), mtime=0))
-    return atomic_write_text(path, text)
+        return write_output(path, gzip.compress(text.encode("utf-8"), mtime=0))
+    return write_output(path, text)

@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeAlias, get_args
 from pydantic import Field
 
 from .evidence import MetricsEvidence
+from .fingerprint import EnvironmentReport, SourcesReport
 from .history import HistoryReport
 from .models import (
     AnalysisReport,
@@ -23,6 +24,7 @@ from .models import (
     _Report,
 )
 from .served import ServedCapacity, ServedReport
+from .sweep import JobStatus, SweepSummary
 
 AnyReport: TypeAlias = Annotated[
     AnalysisReport
@@ -34,7 +36,11 @@ AnyReport: TypeAlias = Annotated[
     | HistoryReport
     | ServedReport
     | ServedCapacity
-    | MetricsEvidence,
+    | MetricsEvidence
+    | SweepSummary
+    | JobStatus
+    | EnvironmentReport
+    | SourcesReport,
     Field(discriminator="kind"),
 ]
 

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictInt, model_validator
 
 from .brief import report_text
 from .consistency import check_analysis, check_delta
@@ -237,6 +237,11 @@ class ExecutionRecord(_Model):
     # grad mode the workload's own operators ran under (observed in the memory or FLOPs pass):
     # a workload owns its grad mode, so the caller's ``grad_enabled`` may differ
     workload_grad_enabled: bool | None = None
+    # what the pipeline configured for this side (None: not configured, as outside the
+    # pipeline): the intra-op threads it set for the measured run (the rss stage's in its
+    # measured child) and the name of the input the workload was called with
+    threads: Annotated[StrictInt, Field(ge=1)] | None = None
+    input_name: str | None = None
 
 
 class LatencyStats(_Model):
@@ -508,6 +513,8 @@ class PredictionReport(_Report):
     steady_state_peak: MetricResult | None = None
     headline: Literal["peak", "steady_state_peak"] = "peak"
     assumptions: list[str] = Field(default_factory=list)
+    # saved tensors save_on_cpu moved to host memory (a CUDA prediction), beside the peak
+    host_bytes: MetricResult | None = None
     capacity_bytes: int | None = None
     fits: bool | None = None
     ran_without_data: bool = True

@@ -7,6 +7,8 @@ streams), the scopes and the completeness of every figure. Modules: ``options`` 
 loop), ``scenarios`` (LoadGen's settings), ``loadgen_run`` and ``loadgen_log`` (one test and
 its logs), ``percentiles`` (when requests support a percentile), ``figures`` (the figures),
 ``measure`` (``measure_served``) and ``capacity`` (``served_capacity``).
+
+Never: renders, or mixes a served percentile with a warmed block average.
 """
 
 from __future__ import annotations

@@ -1,24 +1,25 @@
 """Stage ``env``: the environment fingerprint and its hash, which every measurement depends on.
 
 Runs on every ``dvc repro`` (``always_changed``), so it must stay cheap: no torch, no hydra,
-no dvc. Its output has no timestamps and is byte-identical while nothing changed, so DVC
-reruns the measurements only when the environment really changed.
+no dvc. Its output (an ``environment`` report) has no timestamps and is byte-identical while
+nothing changed, so DVC reruns the measurements only when the environment really changed.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 OUTPUT = Path("reports") / "env.json"
 
 
-def environment_document() -> dict[str, object]:
-    from ..provenance import environment_fingerprint, environment_hash
+def environment_text() -> str:
+    """This environment's ``environment`` report, as the file holds it (compact JSON)."""
+    from ..provenance import environment_provenance
+    from ..report import report_text
+    from ..report.fingerprint import EnvironmentReport
 
-    fingerprint = environment_fingerprint()
-    return {"env_hash": environment_hash(fingerprint), "fingerprint": fingerprint}
+    return report_text(EnvironmentReport(provenance=environment_provenance()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     target = Path(args[0]) if args else OUTPUT
-    text = json.dumps(environment_document(), indent=2, sort_keys=True) + "\n"
+    text = environment_text()
     if not target.exists() or target.read_text(encoding="utf-8") != text:
         atomic_write_text(target, text)
     return 0

@@ -57,7 +57,7 @@ def run(ctx: StageContext) -> None:
             device=workload.device,
             name=workload.name,
         )
-    record_execution(report, workload.precision)
+    record_execution(report, workload.precision, cfg, threads=True)
     section = report.latency
     metrics: dict[str, Any] = {}
     evidence: dict[str, Any] = {}

@@ -37,7 +37,7 @@ def run(ctx: StageContext) -> None:
     workload = build_workload(ctx.config)
     # at torch's own thread count: tracked tensors and allocator peaks do not depend on it
     report = measure_peak_memory(workload, device=workload.device, name=workload.name)
-    record_execution(report, workload.precision)
+    record_execution(report, workload.precision, ctx.config)
     from ..pipeline.evidence import evidence_of, warning_codes
 
     metrics: dict[str, Any] = {}

@@ -38,7 +38,7 @@ def run(ctx: StageContext) -> None:
             row_limit=ctx.config.profile.row_limit,
             name=workload.name,
         )
-    record_execution(report, workload.precision)
+    record_execution(report, workload.precision, ctx.config, threads=True)
     # No flat metrics: profiler self times are instrumented, not numbers to track.
     section = report.profile
     if section is not None:

@@ -110,7 +110,7 @@ def run(ctx: StageContext) -> None:
             child_execution(report, execution)
         finally:
             execution.unlink(missing_ok=True)
-    record_execution(report, ctx.config.precision)
+    record_execution(report, ctx.config.precision, ctx.config, threads=True)
     metrics: dict[str, Any] = {}
     evidence: dict[str, Any] = {}
     section = report.rss

@@ -3,15 +3,14 @@
 Hashes the source of the package that ``model._target_`` and ``input._target_`` name (found
 without importing it; installed code in site-packages is not hashed), so editing your model
 file reruns exactly the stages that build the model. Runs on every ``dvc repro``
-(``always_changed``) and stays cheap: no torch, no hydra. Its output has no timestamps or
-absolute paths and is rewritten only when it changes. Only regular ``*.py`` files are read
-(never a FIFO or device); what the walk left out is printed, one line each, and listed in the
-document beside the files it hashed.
+(``always_changed``) and stays cheap: no torch, no hydra. Its output (a ``sources`` report)
+has no timestamps or absolute paths and is rewritten only when it changes. Only regular
+``*.py`` files are read (never a FIFO or device); what the walk left out is printed, one line
+each, and listed in the document beside the files it hashed.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -25,7 +24,9 @@ USAGE = (
 
 def main(argv: list[str] | None = None) -> int:
     from ..pipeline.sources import sources_document
-    from ..report import atomic_write_text
+    from ..provenance import environment_provenance
+    from ..report import atomic_write_text, report_text
+    from ..report.fingerprint import SourcesReport
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help"):
@@ -46,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     target = Path(args[0]) if args else OUTPUT
     document = sources_document(params if isinstance(params, dict) else {})
-    text = json.dumps(document, indent=2, sort_keys=True) + "\n"
+    report = SourcesReport(provenance=environment_provenance(), sources=document)
+    text = report_text(report)
     if not target.exists() or target.read_text(encoding="utf-8") != text:
         atomic_write_text(target, text)
     hashed = [f"{name} {entry['package']} ({entry['files']} files)" for name, entry in

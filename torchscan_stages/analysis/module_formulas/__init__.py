@@ -15,6 +15,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     passthrough,
     pooling,
     recurrent,
+    subclasses,
     transformer,
     upsample,
 )

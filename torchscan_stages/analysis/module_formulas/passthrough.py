@@ -11,13 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from torch import nn
-from torch.nn.modules.dropout import _DropoutNd
 
 from ..handlers import CallContext, register_handler
 from ._common import pointwise_rf
 
+# each dropout class by name: a handler claims a subclass only if it keeps the registered
+# class's forward (handlers.lookup_handler), and _DropoutNd has none of its own
+DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)
 
-@register_handler(_DropoutNd, nn.Identity, nn.Flatten)
+
+@register_handler(*DROPOUTS, nn.FeatureAlphaDropout, nn.Identity, nn.Flatten)
 def passthrough(ctx: CallContext) -> dict[str, Any]:
     return {"module_flops": 0, "macs": 0, "dmas": 0, **pointwise_rf()}
 

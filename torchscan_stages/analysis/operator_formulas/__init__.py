@@ -17,8 +17,10 @@ from . import (  # noqa: F401  (registration side effects)
     ignored,
     linalg,
     matmul,
+    moved_elements,
     norms,
     optim,
+    packed_sequence,
     padding,
     pointwise,
     pooling,
@@ -37,12 +39,14 @@ from ._registry import (
     Flops,
     RawFormula,
 )
+from .moved_elements import MOVED
 
 __all__ = [
     "CONVENTIONS",
     "FORMULAS",
     "IGNORED",
     "MISSING",
+    "MOVED",
     "PRODUCT_SHARE",
     "Flops",
     "RawFormula",

@@ -20,7 +20,7 @@ from ...report import (
 )
 from ..call_values import first_tensor
 from ..model_forms import tensor_data_kind
-from ..operator_formulas import CONVENTIONS, IGNORED, Flops, RawFormula
+from ..operator_formulas import CONVENTIONS, IGNORED, MOVED, Flops, RawFormula
 from .lookup import (
     _COUNTED,
     _DECOMPOSE,
@@ -148,9 +148,9 @@ class OperatorCounter:
             entry = (_COUNTED, self._custom_overloads[func], name, _P_UNKNOWN, call)
         elif packet in self._table:
             entry = (_COUNTED, self._table[packet], name, self._shares[packet], call)
-        elif packet in IGNORED:
+        elif packet in IGNORED:  # zero FLOPs; the formula slot counts its elements moved
             self._ignored_reasons[name] = IGNORED[packet]
-            entry = (_IGNORED, None, name, _P_NONE, call)
+            entry = (_IGNORED, MOVED.get(packet), name, _P_NONE, call)
         elif func.namespace in _NAMESPACE_REASONS:
             self._ignored_reasons[name] = _NAMESPACE_REASONS[func.namespace]
             entry = (_IGNORED, None, name, _P_NONE, call)
@@ -224,6 +224,8 @@ class OperatorCounter:
                 uncounted_calls=dict(ops.uncounted_calls),
                 unclassified_calls=dict(ops.unclassified_calls),
                 op_flops=dict(ops.op_flops),
+                moved_elements=ops.moved_elements,
+                moved_calls=dict(ops.moved_calls),
             )
             for key, ops in self._by_owner.items()
         }

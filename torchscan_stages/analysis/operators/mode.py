@@ -26,6 +26,9 @@ class OwnerOps:
     uncounted_calls: dict[str, int] = field(default_factory=dict)
     unclassified_calls: dict[str, int] = field(default_factory=dict)
     op_flops: dict[str, int] = field(default_factory=dict)
+    # zero-FLOP operators with an elements-moved formula (operator_formulas.MOVED): their sum
+    moved_elements: int = 0
+    moved_calls: dict[str, int] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -98,6 +101,12 @@ class _CountingMode(TorchDispatchMode):
             ops = counter._by_owner[key] = OwnerOps()
         if kind == _IGNORED:
             ops.ignored_calls[name] = ops.ignored_calls.get(name, 0) + 1
+            if formula is not None:  # the elements it moved (a module's own DMAs)
+                try:
+                    ops.moved_elements += formula(args, kwargs, out)  # type: ignore[operator]
+                    ops.moved_calls[name] = ops.moved_calls.get(name, 0) + 1
+                except Exception:  # not counted: the module's DMAs stay a lower bound
+                    pass
         elif kind == _COUNTED:
             try:
                 value = formula(args, kwargs, out)  # type: ignore[misc]

@@ -106,7 +106,7 @@
     var ds = this.byPath.get(path);
     var row = el("div", "row");
     row.appendChild(this.nameSpan(
-      (S[D.n[i]] || path || "(root)") + (ci ? " (call " + (ci + 1) + ")" : ""),
+      (S[D.n[i]] || path || "(root)") + (ci ? " (call " + ci + ")" : ""),
       (path || "(root)") + " · call " + ci, this.depth[i], ds ? "!" : null,
       ds ? ds.slice(0, 3).map(function (di) { return self.diagText(di); }).join("; ") : null));
     this.fillRow(row, D.h[D.k[i]], i, "");
