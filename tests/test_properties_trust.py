@@ -1,7 +1,8 @@
 """Fuzzing saved comparisons: a mutated field is refused (at load or by the gate's
 recomputation) or leaves the decisive latency delta exactly as computed. The compact-report
-side is tests/test_report_codec.py::test_damaged_columns_load_like_pydantic_or_fail_in_one_line
-(its slow path runs the same consistency rules). Long mode: TORCHSCAN_LONG_PROPERTIES=1."""
+side is tests/report/test_report_codec.py's
+test_damaged_columns_load_like_pydantic_or_fail_in_one_line (its slow path runs the same
+consistency rules). Long mode: TORCHSCAN_LONG_PROPERTIES=1."""
 
 from __future__ import annotations
 

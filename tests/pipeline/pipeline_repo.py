@@ -49,7 +49,7 @@ TINY = {
     "profile": {"row_limit": 5},
 }
 # the serve stage's default option of its config group (conf/serve/): a short LoadGen run
-TINY_GROUPS = {"serve/single_stream": {"duration_s": 0.1}}
+TINY_GROUPS = {"serve/single_stream": {"duration_s": 0.1, "min_queries": 1}}
 
 
 def run(

@@ -39,9 +39,13 @@ def test_the_stream_is_greedy_generate_one_call_per_token(llama: nn.Module) -> N
             PROMPT[None], max_new_tokens=6, min_new_tokens=6, do_sample=False
         )[0, len(PROMPT) :].tolist()
     calls: list[int] = []  # tokens each forward call took in
-    handle = llama.register_forward_pre_hook(
-        lambda _m, _a, kw: calls.append(kw["input_ids"].shape[1]), with_kwargs=True
-    )
+    kept: list[object] = []  # the logits it asked for (generate's prefill: the last only)
+
+    def record(_module: nn.Module, _args: object, kwargs: dict) -> None:
+        calls.append(kwargs["input_ids"].shape[1])
+        kept.append(kwargs.get("logits_to_keep"))
+
+    handle = llama.register_forward_pre_hook(record, with_kwargs=True)
     try:
         stream = token_stream_handler(llama, max_new_tokens=6)(PROMPT)
         assert calls == []  # lazy: nothing runs before the first next()
@@ -52,6 +56,7 @@ def test_the_stream_is_greedy_generate_one_call_per_token(llama: nn.Module) -> N
         handle.remove()
     assert [first, *rest] == expected
     assert calls == [8, 1, 1, 1, 1, 1]  # then one decode step per token, with the cache
+    assert kept == [1, None, None, None, None, None]  # no logits for the 7 other prompt tokens
 
 
 def test_the_stream_ends_after_the_end_token(llama: nn.Module) -> None:

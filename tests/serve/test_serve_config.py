@@ -22,11 +22,20 @@ def _params() -> dict:
     return yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("option", ["single_stream", "server", "batched_server"])
+@pytest.mark.parametrize("option", ["single_stream", "server", "batched_server", "generate"])
 def test_every_serve_option_composes_into_valid_serve_options(option: str) -> None:
     config = load_config([f"serve={option}"], conf_dir=ROOT / "conf")
     assert config.serve.scenario in ("single_stream", "server")
     ServeOptions.from_mapping(config.serve.options())  # the library accepts it as it is
+    # serve=generate alone selects the decoder and its prompts; a model override still wins
+    streams = option == "generate"
+    assert (config.serve.max_new_tokens == 8) is streams
+    assert (config.model.name, config.input.name) == (
+        ("llama-tiny", "hf_tokens") if streams else ("cnn", "image")
+    )
+    if streams:
+        other = load_config(["serve=generate", "model=gpt2"], conf_dir=ROOT / "conf")
+        assert (other.model.name, other.serve.max_new_tokens) == ("gpt2-tiny", 8)
 
 
 @pytest.mark.parametrize(
@@ -38,6 +47,13 @@ def test_every_serve_option_composes_into_valid_serve_options(option: str) -> No
         ({"bound_s": float("nan")}, "serve.bound_s"),
         ({"scenario": "burst"}, "serve.scenario = 'burst'"),
         ({"qps": 5}, "unknown key 'serve.qps'"),
+        ({"max_new_tokens": 0}, "serve.max_new_tokens = 0"),
+        ({"max_new_tokens": 8.5}, "serve.max_new_tokens = 8.5"),
+        (
+            {"max_new_tokens": 8, "max_batch": 4},
+            "serve: max_new_tokens = 8 streams tokens one request at a time: max_batch must "
+            "be 1, got 4",
+        ),
     ],
 )
 def test_a_bad_serve_value_names_its_key_in_one_line(edit: dict, expected: str) -> None:

@@ -168,16 +168,23 @@ class ServeSettings(_Strict):
     max_batch: int = Field(default=1, ge=1, le=65536)
     max_wait_s: float = Field(default=0.0, ge=0, le=86400, allow_inf_nan=False)
     request_timeout_s: float = Field(default=30.0, gt=0, le=86400, allow_inf_nan=False)
+    # set: a request is one prompt row streamed greedily for this many tokens (a causal LM)
+    max_new_tokens: int | None = Field(default=None, ge=1, le=65536)
 
     @model_validator(mode="after")
     def _rate_for_server(self) -> ServeSettings:
         if self.scenario == "server" and self.target_qps is None:
             raise ValueError("target_qps: scenario 'server' needs an offered rate (> 0)")
+        if self.max_new_tokens is not None and self.max_batch > 1:
+            raise ValueError(
+                f"max_new_tokens = {self.max_new_tokens} streams tokens one request at a time: "
+                f"max_batch must be 1, got {self.max_batch}"
+            )
         return self
 
     def options(self) -> dict[str, Any]:
-        """The ServeOptions mapping (everything but the scenario)."""
-        return self.model_dump(exclude={"scenario"})
+        """The ServeOptions mapping (everything but the scenario and the token setting)."""
+        return self.model_dump(exclude={"scenario", "max_new_tokens"})
 
 
 class Budgets(_Strict):

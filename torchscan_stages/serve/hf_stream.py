@@ -16,6 +16,7 @@ causal LM does.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -81,10 +82,23 @@ def _stream(
 
 
 def prefill(model: nn.Module, prompt: torch.Tensor) -> tuple[int, Any]:
-    """The stream's first step, for timing it apart: (first token, the KV cache)."""
+    """The stream's first step, for timing it apart: (first token, the KV cache).
+
+    The LM head runs on the last position only (``logits_to_keep=1``, as ``generate`` asks)
+    where the forward takes it: logits for every prompt position are work no token needs.
+    """
+    keep = {"logits_to_keep": 1} if _takes(model, "logits_to_keep") else {}
     with torch.inference_mode():
-        out = model(input_ids=prompt.reshape(1, -1), use_cache=True)
+        out = model(input_ids=prompt.reshape(1, -1), use_cache=True, **keep)
         return int(out.logits[:, -1:].argmax(-1).item()), out.past_key_values
+
+
+def _takes(model: nn.Module, name: str) -> bool:
+    """Whether ``model``'s forward has a parameter called ``name``."""
+    try:
+        return name in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):  # no readable signature: pass nothing extra
+        return False
 
 
 def decode_step(model: nn.Module, token: int, cache: Any) -> int:

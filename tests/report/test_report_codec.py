@@ -55,7 +55,7 @@ from torchscan_stages.report.codec import (
     expand_layers,
 )
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 class Mystery(nn.Module):
@@ -73,7 +73,7 @@ def _model() -> nn.Module:
 def _history() -> Any:
     """The history of a real 4-commit git repository (tests/history/synthetic.py): 10 ms,
     then 13 ms from commit 2, with clean evidence sidecars."""
-    sys.path.insert(0, str(Path(__file__).parent / "history"))
+    sys.path.insert(0, str(Path(__file__).parents[1] / "history"))
     from synthetic import fast_repo, lock, metrics
 
     from torchscan_stages.history import detect_steps, history_document, read_history
