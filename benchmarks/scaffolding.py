@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchscan_stages.analysis import crawl, layer_records, tensor_meta
+from torchscan_stages.analysis import crawl, layer_records, recorder, tensor_meta
 from torchscan_stages.analysis.crawl import crawl_module
 from torchscan_stages.report import trusted_construct
 
@@ -41,8 +41,11 @@ def _checked(cls: Any, values: dict[str, Any], *, in_order: bool = False) -> Any
 
 SWAPS: dict[str, list[tuple[Any, str, Any]]] = {
     "records: checked path": [(layer_records, "trusted_construct", _checked)],
-    "meta_of: no memo": [(crawl, "meta_of", _plain_meta)],
-    "call_meta: no memo": [(crawl, "call_meta", _plain_call_meta)],
+    "meta_of: no memo": [(recorder, "meta_of", _plain_meta)],
+    "call_meta: no memo": [
+        (recorder, "call_meta", _plain_call_meta),  # the hooks' keyword inputs
+        (crawl, "call_meta", _plain_call_meta),  # the report's inputs
+    ],
 }
 
 

@@ -2,8 +2,9 @@
 
 Every import counts: module level, function-local, and ``importlib.import_module("...")``
 with a literal (or literal-prefixed f-string) name, plus the face's lazy-loader table
-(``_PUBLIC`` in ``torchscan_stages/__init__.py``). Imports under ``if TYPE_CHECKING:`` are
-type hints, not imports at run time, and are left out of the circle check only.
+(``_PUBLIC`` in ``torchscan_stages/__init__.py``). Imports under ``if TYPE_CHECKING:`` count
+too, in every rule and in the circle check: a circle that only type hints close is still two
+modules that cannot be read, tested or moved apart.
 """
 
 from __future__ import annotations
@@ -67,7 +68,6 @@ class Edge:
     imported: str
     line: int
     names: tuple[str, ...]
-    typing_only: bool
 
 
 def read_package(root: Path = PACKAGE) -> dict[str, str]:
@@ -90,15 +90,6 @@ def _absolute(importer: str, level: int, module: str | None) -> str:
     return ".".join(base + ([module] if module else []))
 
 
-def _typing_blocks(tree: ast.Module) -> set[int]:
-    """Ids of import nodes inside ``if TYPE_CHECKING:`` blocks."""
-    ids: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            ids.update(id(inner) for stmt in node.body for inner in ast.walk(stmt))
-    return ids
-
-
 def _literal_prefix(node: ast.expr) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
@@ -116,17 +107,15 @@ def _is_lazy_table(importer: str, node: ast.Assign) -> bool:
     )
 
 
-def _raw_imports(
-    importer: str, tree: ast.Module
-) -> list[tuple[str, tuple[str, ...], int, ast.AST]]:
-    found: list[tuple[str, tuple[str, ...], int, ast.AST]] = []
+def _raw_imports(importer: str, tree: ast.Module) -> list[tuple[str, tuple[str, ...], int]]:
+    found: list[tuple[str, tuple[str, ...], int]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             target = _absolute(importer, node.level, node.module) if node.level else node.module
             names = tuple(alias.name for alias in node.names)
-            found.append((target or "", names, node.lineno, node))
+            found.append((target or "", names, node.lineno))
         elif isinstance(node, ast.Import):
-            found += [(alias.name, (), node.lineno, node) for alias in node.names]
+            found += [(alias.name, (), node.lineno) for alias in node.names]
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -137,12 +126,12 @@ def _raw_imports(
             if name is not None and name.startswith("."):
                 name = _absolute(importer, 1, name.lstrip("."))
             if name:
-                found.append((name, (), node.lineno, node))
+                found.append((name, (), node.lineno))
         elif isinstance(node, ast.Assign) and _is_lazy_table(importer, node):
             for value in getattr(node.value, "values", []):
                 name = _literal_prefix(value)
                 if name:
-                    found.append((_absolute(importer, 1, name.lstrip(".")), (), node.lineno, node))
+                    found.append((_absolute(importer, 1, name.lstrip(".")), (), node.lineno))
     return found
 
 
@@ -151,9 +140,7 @@ def import_edges(sources: dict[str, str]) -> list[Edge]:
     modules = {_module_of(name) for name in sources}
     edges = []
     for importer, text in sources.items():
-        tree = ast.parse(text)
-        typing = _typing_blocks(tree)
-        for target, names, line, node in _raw_imports(importer, tree):
+        for target, names, line in _raw_imports(importer, ast.parse(text)):
             if not target.startswith(ROOT):
                 continue
             resolved = {f"{target}.{n}" for n in names if f"{target}.{n}" in modules} or {target}
@@ -161,7 +148,7 @@ def import_edges(sources: dict[str, str]) -> list[Edge]:
                 while name and name not in modules:
                     name = name.rpartition(".")[0]
                 if name and name != _module_of(importer):
-                    edges.append(Edge(_module_of(importer), name, line, names, id(node) in typing))
+                    edges.append(Edge(_module_of(importer), name, line, names))
     return edges
 
 
@@ -196,11 +183,10 @@ def private_crossings(edges: list[Edge]) -> list[str]:
 
 
 def circles(edges: list[Edge]) -> list[list[str]]:
-    """Strongly connected groups of two or more modules (Tarjan), run-time imports only."""
+    """Strongly connected groups of two or more modules (Tarjan), type-hint imports included."""
     graph: dict[str, set[str]] = {}
     for e in edges:
-        if not e.typing_only:
-            graph.setdefault(e.importer, set()).add(e.imported)
+        graph.setdefault(e.importer, set()).add(e.imported)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -268,6 +254,10 @@ def test_the_checker_fails_on_planted_imports() -> None:
         f"{ROOT}.measure.planted": "def f():\n    from ..report.io import _decode\n",
         f"{ROOT}.render.planted_a": "from .planted_b import x\n",
         f"{ROOT}.render.planted_b": "def g():\n    from . import planted_a\n",
+        # a circle closed only by a type hint is a circle too
+        f"{ROOT}.measure.planted_c": "from .planted_d import y\n",
+        f"{ROOT}.measure.planted_d": "from typing import TYPE_CHECKING\n"
+        + "if TYPE_CHECKING:\n    from .planted_c import z\n",
         f"{ROOT}.compare.planted": "import torchscan_stages.integrations.hf_models\n",
         # a top floor has its own row too: history never runs pipeline stages
         f"{ROOT}.history.planted": "from ..stages import crawl\n",
@@ -283,4 +273,7 @@ def test_the_checker_fails_on_planted_imports() -> None:
     assert private_crossings(edges) == [
         f"{ROOT}.measure.planted:2 takes _decode from {ROOT}.report.io"
     ]
-    assert circles(edges) == [[f"{ROOT}.render.planted_a", f"{ROOT}.render.planted_b"]]
+    assert circles(edges) == [
+        [f"{ROOT}.measure.planted_c", f"{ROOT}.measure.planted_d"],
+        [f"{ROOT}.render.planted_a", f"{ROOT}.render.planted_b"],
+    ]

@@ -9,7 +9,7 @@ from torch import nn
 from torchscan_stages.analysis._walk import named_modules
 from torchscan_stages.analysis.crawl import crawl_module
 from torchscan_stages.analysis.handlers import METHOD, SCOPE, CallContext, ModuleHandler
-from torchscan_stages.analysis.layer_records import sum_metric
+from torchscan_stages.analysis.layer_sums import sum_metric
 from torchscan_stages.analysis.module_formulas._common import subtree_param_numel
 from torchscan_stages.analysis.module_formulas.conv import conv_rf
 from torchscan_stages.analysis.tensor_meta import (
@@ -259,7 +259,7 @@ def _half_handler(ctx: CallContext) -> dict[str, object]:
 
 
 def test_handler_memo_equals_plain_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    from torchscan_stages.analysis import layer_records
+    from torchscan_stages.analysis import own_parts
 
     model = nn.Sequential(
         *[
@@ -272,7 +272,7 @@ def test_handler_memo_equals_plain_path(monkeypatch: pytest.MonkeyPatch) -> None
     custom = {Half: ModuleHandler(_half_handler)}
     x = torch.rand(1, 4, 8, 8)
     memo = crawl_module(model, args=(x,), custom_modules=custom)
-    monkeypatch.setattr(layer_records, "_memo_key", lambda call: None)
+    monkeypatch.setattr(own_parts, "_memo_key", lambda call: None)
     plain = crawl_module(model, args=(x,), custom_modules=custom)
     assert memo.model_dump(exclude={"provenance"}) == plain.model_dump(exclude={"provenance"})
     by_path = {layer.path: layer for layer in memo.layers}

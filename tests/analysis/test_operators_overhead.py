@@ -10,7 +10,7 @@ import torch.nn as nn
 
 from torchscan_stages import FlopReport
 from torchscan_stages.analysis.operators import ModuleStack, OperatorCounter, measure_flops
-from torchscan_stages.analysis.operators.counter import _roll_up
+from torchscan_stages.analysis.operators.tally import roll_up
 
 
 class _Inner(nn.Module):
@@ -42,7 +42,7 @@ def _nograd(model: nn.Module, x: torch.Tensor):
 
 def test_roll_up_adds_each_key_into_every_ancestor_once() -> None:
     sums = {"R.a.b.c": [5, 0], "R.a": [1, 0], "R.x": [2, 1], "R.a.b.d": [7, 2]}
-    _roll_up(sums)
+    roll_up(sums)
     # R.a.b (created) = c 5 + d 7 = 12 with 2 missing; R.a = own 1 + 12 = 13
     # R (created) = R.a 13 + R.x 2 = 15, missing 2 + 1 = 3
     assert sums["R.a.b"] == [12, 2]

@@ -176,3 +176,25 @@ def test_a_served_figure_from_a_run_with_warnings_is_never_a_full_point() -> Non
     found = served_evidence(warned)["latency_p50_s"]
     assert found.status == "complete" and found.warnings == ["loadgen_invalid"]
     assert not found.clean  # history weighs it as a weak point
+
+
+def test_a_predictions_headline_keys_carry_their_own_evidence() -> None:
+    import torch
+
+    from torchscan_stages import predict_peak_memory
+    from torchscan_stages.pipeline.predict_step import prediction_metrics
+
+    def step() -> None:
+        net = torch.nn.Linear(8, 8)
+        optimizer = torch.optim.AdamW(net.parameters())
+        net(torch.ones(2, 8)).sum().backward()
+        optimizer.step()
+
+    report = predict_peak_memory(step, device="cpu", capacity_bytes=2**20)
+    metrics, evidence = prediction_metrics(report)
+    assert report.steady_state_peak is not None
+    # the figure fits judged is a full point, as complete as the report says it is
+    key = "predicted_steady_state_bytes"
+    assert metrics[key] == report.steady_state_peak.value
+    assert evidence[key].status == "complete" and evidence[key].clean
+    assert metrics["predicted_fits"] == 1 and evidence["predicted_fits"].clean

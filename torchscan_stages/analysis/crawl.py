@@ -1,6 +1,6 @@
 """crawl_module: one evaluation forward under hooks, one record per module call.
 
-The hooks (:class:`_Recorder`) only capture cheap metadata and call the module's handler;
+The hooks (``recorder``) only capture cheap metadata and call the module's handler;
 records, aggregation, the receptive-field chain and totals are built after the forward
 (``layer_records``). In ``full`` mode the forward runs under the operator counter, which
 attributes every operator to the innermost active module call: each record carries its own
@@ -13,7 +13,6 @@ and hooks are restored in ``finally``; grad mode by ``torch.no_grad``.
 from __future__ import annotations
 
 import copy
-import functools
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -25,10 +24,8 @@ from torch.nn.modules.module import (
     register_module_forward_hook,
     register_module_forward_pre_hook,
 )
-from torch.utils._python_dispatch import _disable_current_modes
 
 from .._gc import gc_paused
-from ..devices import resolve_device
 from ..provenance import build_provenance
 from ..report import (
     AnalysisReport,
@@ -41,19 +38,10 @@ from ..report import (
 from ..workloads import eager_compiled_code, lazy_output_diagnostic
 from . import module_formulas  # noqa: F401  (fills the built-in handler registry)
 from ._guards import depth_headroom, model_lock
-from ._walk import named_modules
-from .handlers import (
-    DECLINED,
-    HANDLERS,
-    SCOPE,
-    CallContext,
-    ModuleHandler,
-    OwnOperators,
-    lookup_handler,
-    validate_custom_modules,
-)
-from .hf_registration import register_for
-from .layer_records import Built, Call, Mode, build
+from .crawl_inputs import check_fill, prepare_call
+from .handlers import SCOPE, ModuleHandler, validate_custom_modules
+from .layer_records import Built, Mode, build
+from .layer_sums import COST_METRICS
 from .model_forms import (
     data_free_kind,
     scripted_diagnostics,
@@ -62,11 +50,9 @@ from .model_forms import (
 )
 from .operators import OperatorCounter, StackOwner, classify_custom_mapping
 from .parameters_only import parameters_only
-from .parametrized import inside_parametrizations, with_parametrizations
-from .tensor_meta import call_meta, meta_of
+from .recorder import Recorder
+from .tensor_meta import call_meta
 from .totals import lazy_diagnostic, lazy_paths, model_totals
-
-COST_METRICS = ("module_flops", "macs", "dmas")
 
 CONVENTIONS = {
     "flop": "one multiply-add = 2 FLOPs (1 MAC); each elementary add, multiply, divide, "
@@ -97,349 +83,11 @@ CONVENTIONS = {
 }
 
 
-# ------------------------------------------------------------------------------ arguments
-
-
-def _shape_list(input_shape: Any) -> list[tuple[int, ...]]:
-    """``input_shape`` as one shape per positional tensor; TypeError/ValueError otherwise."""
-
-    def one(shape: Any, where: str) -> tuple[int, ...]:
-        if not isinstance(shape, (tuple, list, torch.Size)):
-            raise TypeError(f"{where} must be a tuple of ints, got {type(shape).__name__}")
-        dims = []
-        for dim in shape:
-            if isinstance(dim, bool) or not isinstance(dim, int):
-                raise TypeError(f"{where} must contain ints, got {dim!r} in {tuple(shape)!r}")
-            if dim < 0:
-                raise ValueError(f"{where} has a negative dimension: {tuple(shape)!r}")
-            dims.append(dim)
-        return tuple(dims)
-
-    if not isinstance(input_shape, (tuple, list, torch.Size)):
-        raise TypeError(
-            "input_shape must be a tuple of ints (batch dimension excluded) or a list of such "
-            f"tuples, got {type(input_shape).__name__}"
-        )
-    if input_shape and all(isinstance(s, (tuple, list, torch.Size)) for s in input_shape):
-        return [one(s, f"input_shape[{i}]") for i, s in enumerate(input_shape)]
-    return [one(input_shape, "input_shape")]
-
-
-def _first_tensor_info(module: nn.Module) -> tuple[torch.dtype, torch.device]:
-    for tensor in module.parameters():
-        return tensor.dtype, tensor.device
-    for buffer in module.buffers():
-        return buffer.dtype, buffer.device
-    return torch.float32, torch.device("cpu")
-
-
-def _generate_inputs(
-    module: nn.Module, shapes: list[tuple[int, ...]], dtype: Any, device: Any
-) -> tuple[torch.Tensor, ...]:
-    """Batch-of-1 inputs from a private generator (the global RNG is never touched)."""
-    default_dtype, default_device = _first_tensor_info(module)
-    if dtype is None:
-        dtypes = [default_dtype] * len(shapes)
-    elif isinstance(dtype, torch.dtype):
-        dtypes = [dtype] * len(shapes)
-    elif isinstance(dtype, (list, tuple)):
-        if len(dtype) != len(shapes):
-            raise ValueError(
-                f"dtype has {len(dtype)} entries but input_shape gives {len(shapes)} inputs; "
-                "pass one torch.dtype or one per input"
-            )
-        for i, item in enumerate(dtype):
-            if not isinstance(item, torch.dtype):
-                raise TypeError(f"dtype[{i}] must be a torch.dtype, got {item!r}")
-        dtypes = list(dtype)
-    else:
-        raise TypeError(f"dtype must be a torch.dtype or a list of them, got {dtype!r}")
-    # an absent device (cuda without a GPU) is a clear ValueError naming `device`
-    target = resolve_device(device) if device is not None else default_device
-    generator = torch.Generator().manual_seed(0)
-    inputs = []
-    for shape, item in zip(shapes, dtypes, strict=False):
-        if item.is_floating_point or item.is_complex:
-            tensor = torch.rand((1, *shape), generator=generator).to(item)
-        else:  # integer/bool inputs: zeros, a valid index for any embedding
-            tensor = torch.zeros((1, *shape), dtype=item)
-        inputs.append(tensor.to(target))
-    return tuple(inputs)
-
-
-def _prepare_call(
-    module: Any,
-    input_shape: Any,
-    args: Any,
-    kwargs: Any,
-    dtype: Any,
-    device: Any,
-    mode: Any,
-) -> tuple[tuple[Any, ...] | None, dict[str, Any]]:
-    """The call's (args, kwargs); args None: no input was given (parameters only)."""
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
-    if mode not in ("full", "structure"):
-        raise ValueError(f"mode must be 'full' or 'structure', got {mode!r}")
-    if input_shape is not None and args is not None:
-        raise ValueError(
-            "pass either input_shape (generated inputs) or args (your tensors), not both"
-        )
-    if kwargs is not None and not isinstance(kwargs, Mapping):
-        raise TypeError(
-            f"kwargs must be a mapping of keyword arguments, got {type(kwargs).__name__}"
-        )
-    call_kwargs = dict(kwargs or {})
-    for key in call_kwargs:
-        if not isinstance(key, str):
-            raise TypeError(f"kwargs keys must be str, got {key!r}")
-    if input_shape is None:
-        if dtype is not None or device is not None:
-            raise ValueError("dtype and device apply to generated inputs only; give input_shape")
-        if args is None and kwargs is None:  # a parameters-only report
-            return None, call_kwargs
-        if args is None:
-            return (), call_kwargs
-        if isinstance(args, torch.Tensor):
-            return (args,), call_kwargs
-        if not isinstance(args, (tuple, list)):
-            raise TypeError(
-                f"args must be a tuple of positional arguments, got {type(args).__name__}"
-            )
-        return tuple(args), call_kwargs
-    shapes = _shape_list(input_shape)
-    return _generate_inputs(module, shapes, dtype, device), call_kwargs
-
-
-# ------------------------------------------------------------------------------ fill
-
-
-def _check_fill(fill: Any) -> bool | tuple[type[nn.Module], ...]:
-    """``fill_from_operators``: False, True, or module classes; TypeError naming a bad item."""
-    if isinstance(fill, bool):
-        return fill
-    if fill is None:
-        return False
-    if isinstance(fill, type) or not isinstance(fill, Iterable):
-        raise TypeError(
-            f"fill_from_operators must be True/False or a list of nn.Module classes, got {fill!r}"
-        )
-    classes = tuple(fill)
-    for item in classes:
-        if not (isinstance(item, type) and issubclass(item, nn.Module)):
-            raise TypeError(f"fill_from_operators: {item!r} is not an nn.Module subclass")
-    return classes
-
-
-# ------------------------------------------------------------------------------ hooks
-
-
-_get_ident = threading.get_ident
-_new_context = object.__new__
-_set_dict = object.__setattr__
-
-
-def _checks_structure(
-    module_type: type[nn.Module], custom: Mapping[type[nn.Module], ModuleHandler]
-) -> bool:
-    """Does any candidate handler of ``module_type`` check each module's structure? (Then
-    the lookup runs per module: two instances of a class can differ in what they hold.)"""
-    for cls in module_type.__mro__:
-        for handler in (custom.get(cls) if custom else None, HANDLERS.get(cls)):
-            if handler is not None and handler.accepts is not None:
-                return True
-        if cls is nn.Module:
-            break
-    return False
-
-
-class _Recorder:
-    """The crawl's two global hooks and the call tree they build (crawling thread only).
-
-    One global pre-hook and one global hook (filtered to this model's modules and to the
-    thread that crawls) instead of two handles per module: registration stays O(1), and
-    PyTorch's fused fast paths, which refuse modules that carry their own hooks, run as in
-    a plain forward. The hooks are the hot path: one dict lookup, one Call, one capture each.
-    """
-
-    def __init__(
-        self, module: nn.Module, full: bool, custom: Mapping[type[nn.Module], ModuleHandler]
-    ) -> None:
-        self.full = full
-        self.thread = _get_ident()
-        self.calls: list[Call] = []
-        self.roots: list[int] = []  # calls made outside any recorded call (the model's own)
-        self.stack: list[int] = []
-        self.keys: list[str] = []
-        self.inclusive_depth = 0
-        self.counter: OperatorCounter | None = None
-        # id(module) -> [module, path, handler, is_custom, calls so far]; the entry holds the
-        # module, so while this recorder lives no other object can have a key's id
-        self.known: dict[int, list[Any]] = {}
-        named = named_modules(module)  # _walk: the same pairs, one loop
-        self.modules = [sub for _, sub in named]
-        hidden = inside_parametrizations(named)  # weight_norm & co: part of their owner's call
-        if hidden:
-            named = [(path, sub) for path, sub in named if id(sub) not in hidden]
-        if not full:  # a structure crawl looks up no handler
-            self.known = {id(sub): [sub, path, None, False, 0] for path, sub in named}
-            return
-        first_of_type = {type(sub): sub for sub in reversed(self.modules)}
-        for sub in first_of_type.values():  # before any lookup: a subclass resolves to them
-            register_for(sub)  # transformers' classes: built-in handlers, lazily
-        by_type: dict[type[nn.Module], tuple[ModuleHandler | None, bool]] = {}
-        for path, sub in named:
-            found = by_type.get(type(sub))
-            if found is None:  # one MRO walk per module type, not per module
-                handler = lookup_handler(type(sub), custom, sub)
-                is_custom = handler is not None and any(handler is h for h in custom.values())
-                found = (handler, is_custom)
-                if not _checks_structure(type(sub), custom):  # else: per instance
-                    by_type[type(sub)] = found
-            self.known[id(sub)] = [sub, path, found[0], found[1], 0]
-
-    def own_operators(self, key: str) -> OwnOperators | None:
-        counter = self.counter
-        ops = counter.live_owner_ops(key) if counter is not None else None
-        if ops is None:
-            return OwnOperators(0, 0, True, True, ()) if counter is not None else None
-        calls = {**ops.counted_calls, **ops.uncounted_calls}
-        return OwnOperators(
-            ops.flops,
-            ops.product_flops,
-            ops.complete,
-            ops.complete and not ops.unclassified_calls,
-            tuple(sorted(calls)),
-            calls,
-        )
-
-    def pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
-        entry = self.known.get(id(mod))
-        if entry is None or _get_ident() != self.thread:
-            return
-        # _open, inline: one Python frame fewer on the hot path of every module call
-        path, index = entry[1], entry[4]
-        entry[4] = index + 1
-        stack, calls = self.stack, self.calls
-        position = len(calls)
-        key = path if index == 0 else f"{path}#{index}"
-        parent: int | None = None
-        if stack:
-            parent = top = stack[-1]
-            siblings = calls[top].children
-            if isinstance(siblings, list):
-                siblings.append(position)
-            else:
-                calls[top].children = [position]
-        else:
-            self.roots.append(position)
-        handler = entry[2]
-        call = Call(mod, path, index, parent, handler, key, meta_of(hook_args))
-        calls.append(call)
-        stack.append(position)
-        self.keys.append(key)
-        if self.inclusive_depth:
-            call.inside_inclusive = True
-        if handler is not None and handler.inclusive:
-            self.inclusive_depth += 1
-
-    def post_hook(
-        self, mod: nn.Module, hook_args: tuple[Any, ...], hook_kwargs: dict[str, Any], output: Any
-    ) -> None:
-        entry = self.known.get(id(mod))
-        if entry is None or not self.stack or _get_ident() != self.thread:
-            return
-        call = self.calls[self.stack.pop()]
-        self.keys.pop()
-        call.output = meta_of(output)
-        if hook_kwargs:
-            call.inputs = call_meta(hook_args, hook_kwargs)
-        handler = entry[2]
-        if handler is not None:
-            self._estimate(call, handler, entry[3], hook_args, hook_kwargs, output)
-
-    def structure_pre_hook(self, mod: nn.Module, hook_args: tuple[Any, ...]) -> None:
-        """``pre_hook`` for mode='structure': no handler, no operator owner (a structure crawl
-        is mostly this hook)."""
-        entry = self.known.get(id(mod))
-        if entry is None or _get_ident() != self.thread:
-            return
-        path, index = entry[1], entry[4]
-        entry[4] = index + 1
-        stack, calls = self.stack, self.calls
-        position = len(calls)
-        parent: int | None = None
-        if stack:
-            parent = top = stack[-1]
-            siblings = calls[top].children
-            if isinstance(siblings, list):
-                siblings.append(position)
-            else:
-                calls[top].children = [position]
-        else:
-            self.roots.append(position)
-        key = path if index == 0 else f"{path}#{index}"
-        calls.append(Call(mod, path, index, parent, None, key, meta_of(hook_args)))
-        stack.append(position)
-
-    def structure_post_hook(
-        self, mod: nn.Module, hook_args: tuple[Any, ...], hook_kwargs: dict[str, Any], output: Any
-    ) -> None:
-        entry = self.known.get(id(mod))
-        if entry is None or not self.stack or _get_ident() != self.thread:
-            return
-        call = self.calls[self.stack.pop()]
-        call.output = meta_of(output)
-        if hook_kwargs:
-            call.inputs = call_meta(hook_args, hook_kwargs)
-
-    def _estimate(
-        self,
-        call: Call,
-        handler: ModuleHandler,
-        is_custom: bool,
-        hook_args: tuple[Any, ...],
-        hook_kwargs: dict[str, Any],
-        output: Any,
-    ) -> None:
-        """Run the call's handler while its tensors are alive (a failure is kept, not raised)."""
-        if handler.inclusive:
-            self.inclusive_depth -= 1
-        # CallContext is a frozen dataclass: giving it its __dict__ at once skips its seven
-        # object.__setattr__ calls (the same instance, equal to one built by __init__)
-        context = _new_context(CallContext)
-        _set_dict(
-            context,
-            "__dict__",
-            {
-                "module": call.module,
-                "path": call.path,
-                "call_index": call.call_index,
-                "args": hook_args,
-                "kwargs": hook_kwargs,
-                "output": output,
-                "operators": functools.partial(self.own_operators, call.key),
-            },
-        )
-        try:
-            if is_custom:  # user code: keep its tensor work out of the operator count
-                with _disable_current_modes():
-                    call.result = handler.callback(context)
-            else:
-                call.result = handler.callback(context)
-            if call.result is DECLINED:  # a subclass that ran other work: no handler after all
-                call.handler, call.result = None, None
-                return
-            if "parametrizations" in call.module._modules:
-                call.result = with_parametrizations(call.result, call.module, call.path)
-        except Exception as error:  # a failing estimate must not break the forward
-            text = str(error).strip() or "(no message)"
-            call.error = f"{type(error).__name__}: {text}"
-
-
 # -------------------------------------------------------------------------------- crawl
 
 
+# eleven parameters, over the 8-parameter cap: the public signature of the spec (API.md) and
+# docs/api.md, kept as published
 def crawl_module(
     module: nn.Module,
     input_shape: Sequence[int] | Sequence[Sequence[int]] | None = None,
@@ -462,10 +110,10 @@ def crawl_module(
     unavailable; sums that include such a part carry method ``module_formula+operator_fill``.
     """
     module, notes = unwrap_compiled(module)  # model_forms: compiled, scripted, data-free
-    call_args, call_kwargs = _prepare_call(module, input_shape, args, kwargs, dtype, device, mode)
+    call_args, call_kwargs = prepare_call(module, input_shape, args, kwargs, dtype, device, mode)
     custom = validate_custom_modules(custom_modules)
     mapping = classify_custom_mapping(custom_mapping)
-    fill = _check_fill(fill_from_operators)
+    fill = check_fill(fill_from_operators)
     if call_args is None:  # no input at all: parameters only, nothing runs (parameters_only)
         report = parameters_only(module, mode)
         report.conventions = dict(CONVENTIONS)
@@ -480,7 +128,7 @@ def crawl_module(
     with gc_paused():
         with model_lock(module), depth_headroom():
             module = _own_flags(module)
-            recorder = _Recorder(module, mode == "full", custom)
+            recorder = Recorder(module, mode == "full", custom)
             with eager_compiled_code("the crawl's forward", module) as compiled:
                 output = _run(module, recorder, mapping, call_args, call_kwargs)
         built = build(recorder.calls, mode, recorder.counter, fill)
@@ -525,7 +173,7 @@ def _own_flags(module: nn.Module) -> nn.Module:
 
 def _run(
     module: nn.Module,
-    recorder: _Recorder,
+    recorder: Recorder,
     mapping: dict[Any, Any],
     call_args: tuple[Any, ...],
     call_kwargs: dict[str, Any],
@@ -614,7 +262,7 @@ def _assemble(
     module: nn.Module,
     mode: Mode,
     built: Built,
-    recorder: _Recorder,
+    recorder: Recorder,
     call_args: tuple[Any, ...],
     call_kwargs: dict[str, Any],
     output: Any,

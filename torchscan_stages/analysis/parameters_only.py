@@ -16,8 +16,9 @@ from torch import nn
 from ..provenance import build_provenance
 from ..report import AnalysisReport, Diagnostic, MetricResult, ValueMeta
 from ._walk import named_modules
+from .call_tree import Call
 from .handlers import SCOPE
-from .layer_records import Call, Mode, build
+from .layer_records import Mode, build
 from .parametrized import inside_parametrizations
 from .totals import lazy_diagnostic, lazy_paths, model_totals
 

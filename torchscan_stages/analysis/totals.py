@@ -17,7 +17,8 @@ from torch.nn.parameter import is_lazy
 from ..report import AnalysisTotals, Diagnostic, MetricResult
 from ._walk import named_modules
 from .call_values import tensor_sums
-from .layer_records import COST_METRICS, Built, sum_metric, unavailable
+from .layer_records import Built
+from .layer_sums import COST_METRICS, sum_metric, unavailable
 
 
 def _count(value: int, unit: str, known: bool) -> MetricResult:

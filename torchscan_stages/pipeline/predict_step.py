@@ -82,3 +82,59 @@ def predict_configured(config: Any, batch: int | None, name: str | None = None) 
         capacity_bytes=settings.capacity_bytes,
         name=name,
     )
+
+
+def configured_prediction(config: Any) -> Any:
+    """The predict stage's report: the configured step, named for people, with its
+    peak-vs-batch curve (each point the figure its verdict judged: a training step's steady
+    state) at every ``predict.batches`` batch size."""
+    from ..predict.assemble import headline_result
+    from ..report import BatchPoint
+    from .workload import workload_name
+
+    settings = config.predict
+    name = f"{workload_name(config)} {settings.mode}"
+    if settings.mode == "training":
+        name += f" ({settings.optimizer})"
+    if settings.sharding in ("fsdp2", "ddp"):
+        kind = "FSDP2" if settings.sharding == "fsdp2" else "DDP"
+        name += f", {kind} rank 0 of {settings.world_size}"
+    report = predict_configured(config, None, name)
+    curve = [
+        BatchPoint(batch=batch, peak=headline_result(point), fits=point.fits)
+        for batch in sorted(set(settings.batches))
+        for point in [predict_configured(config, batch)]
+    ]
+    return report.model_copy(update={"batch_curve": curve})
+
+
+def prediction_metrics(report: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The flat metrics of a prediction (complete values only) and the evidence behind each
+    key: the peak's warnings (kernels a CUDA prediction could not follow) on every figure
+    built on it."""
+    from ..render.caveats import prediction_caveats
+    from .evidence import evidence_of
+    from .runner import complete_value
+
+    caveats = prediction_caveats(report)
+    metrics: dict[str, Any] = {"predicted_peak_bytes": complete_value(report.peak)}
+    evidence: dict[str, Any] = {"predicted_peak_bytes": evidence_of(report.peak, caveats)}
+    named = {
+        "predicted_steady_state_bytes": report.steady_state_peak,
+        "predicted_resident_bytes": report.resident_bytes,
+    }
+    for key, result in named.items():
+        if result is not None:  # the steady state is the headline: its evidence is the peak's
+            metrics[key], evidence[key] = complete_value(result), evidence_of(result, caveats)
+    for category, result in report.by_category.items():
+        metrics[f"predicted_{category}_bytes"] = complete_value(result)
+        evidence[f"predicted_{category}_bytes"] = evidence_of(result, caveats)
+    fits = [(None, report.fits)] + [(p.batch, p.fits) for p in report.batch_curve]
+    for point in report.batch_curve:  # the fits grid: one key per batch
+        key = f"predicted_peak_bytes_batch_{point.batch}"
+        metrics[key], evidence[key] = complete_value(point.peak), evidence_of(point.peak, caveats)
+    for batch, fit in fits:
+        if fit is not None:
+            key = "predicted_fits" if batch is None else f"predicted_fits_batch_{batch}"
+            metrics[key], evidence[key] = int(fit), evidence_of(report.peak, caveats)
+    return metrics, evidence

@@ -67,12 +67,6 @@ class QualifiedModuleStack(ModuleStack):
         self._seen.discard(key)
         self._refs.pop(key, None)
 
-    def peek(self, module: torch.nn.Module) -> str:
-        """The module's name so far, without naming it: its full path once its outermost
-        ancestor has run, its type's name before (naming it early would fix that name)."""
-        key = id(module)
-        return self._names[key] if key in self._seen else type(module).__name__
-
     def _name(self, module: torch.nn.Module) -> str:
         key = id(module)
         if key in self._seen:

@@ -1,8 +1,10 @@
 """Operator FLOPs over torch's dispatch: :class:`OperatorCounter` and :func:`measure_flops`.
 
-One job per module: ``lookup`` (formula tables and the custom mapping), ``mode`` (the
-dispatch hook), ``counter`` (the counter and its report parts), ``stack`` (the module stack
-that names the owner) and ``count`` (the public ``measure_flops`` / ``count_workload``).
+One job per module: ``lookup`` (formula tables and the custom mapping), ``counter`` (the
+counter and its dispatch hook, one unit), ``tally`` (per-owner records summed into the
+report's parts), ``stack`` (the module stack that names the owner), ``fallbacks`` (meta and
+fake tensors without a kernel) and ``count`` (the public ``measure_flops`` /
+``count_workload``).
 
 Every operator that reaches the dispatcher ends in exactly one of three outcomes, kept apart:
 
@@ -32,10 +34,10 @@ from __future__ import annotations
 
 from ..operator_formulas import Flops
 from .count import count_workload, measure_flops
-from .counter import OperatorCounter
+from .counter import OperatorCounter, never_compiled
 from .lookup import OwnerKey, classify_custom_mapping
-from .mode import OwnerOps, never_compiled
 from .stack import ModuleStack, StackOwner
+from .tally import OwnerOps
 
 __all__ = [
     "Flops",

@@ -18,11 +18,11 @@ from ...report import (
 )
 from ...workloads import eager_compiled_code, lazy_output_diagnostic, no_operators_diagnostic
 from ..model_forms import without_data_diagnostics
-from .counter import OperatorCounter, _check_name
+from .counter import UNSEEN, OperatorCounter
 from .fallbacks import NoFakeKernel
 from .lookup import classify_custom_mapping
-from .mode import _UNSEEN
 from .stack import ModuleStack, StackOwner
+from .tally import check_name
 
 
 def measure_flops(
@@ -57,7 +57,7 @@ def count_workload(
     if not callable(workload):
         raise TypeError(f"workload must be a zero-argument callable, got {type(workload).__name__}")
     custom = classify_custom_mapping(custom_mapping)
-    _check_name(name)
+    check_name(name)
     tracker = ModuleStack()
     counter = OperatorCounter(custom, owner=StackOwner(tracker.stack))
     stopped: NoFakeKernel | None = None
@@ -72,7 +72,7 @@ def count_workload(
         lazy = None if plain else lazy_output_diagnostic(output, "operator_flops")
         del output
         report = counter.report(name=name, scope="workload", module_rollup=True)
-    if counter.data_kind not in (_UNSEEN, None):
+    if counter.data_kind not in (UNSEEN, None):
         report.diagnostics[:0] = without_data_diagnostics(counter.data_kind)
     report.diagnostics[:0] = compiled_notes
     if stopped is not None:

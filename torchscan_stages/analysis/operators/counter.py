@@ -1,17 +1,23 @@
-"""The counter: classifies operators, settles odd formula answers, builds the report parts."""
+"""The counter and its dispatch hook: each operator classified and counted against its owner.
+
+One unit in one module: :class:`OperatorCounter` holds the state (the merged formula table,
+the classifications, one :class:`~.tally.OwnerOps` per owner) and :class:`_CountingMode`, the
+hook on torch's dispatch hot path, writes into that state directly. Classification and odd
+formula answers are settled here; the report's sums, diagnostics and per-module results are
+``tally``'s.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...provenance import build_provenance
 from ...report import (
     SCHEMA_VERSION,
-    Diagnostic,
     FlopReport,
     IgnoredOperator,
     MetricResult,
@@ -21,29 +27,45 @@ from ...report import (
 from ..call_values import first_tensor
 from ..model_forms import tensor_data_kind
 from ..operator_formulas import CONVENTIONS, IGNORED, MOVED, Flops, RawFormula
+from .fallbacks import without_kernel
 from .lookup import (
-    _COUNTED,
-    _DECOMPOSE,
-    _IGNORED,
-    _IGNORED_REASONS,
-    _NAMESPACE_REASONS,
-    _P_ALL,
-    _P_NONE,
-    _P_SPLIT,
-    _P_UNKNOWN,
-    _UNCOUNTED,
     BASE_CONVENTION,
+    IGNORED_REASONS,
     METHOD,
+    NAMESPACE_REASONS,
+    OUTCOME_COUNTED,
+    OUTCOME_DECOMPOSE,
+    OUTCOME_IGNORED,
+    OUTCOME_UNCOUNTED,
     PRODUCTS_CONVENTION,
+    SHARE_ALL,
+    SHARE_NONE,
+    SHARE_SPLIT,
+    SHARE_UNKNOWN,
     UNIT,
     Entry,
     OwnerKey,
-    _adapt_user_formula,
-    _base_tables,
+    adapt_user_formula,
+    base_tables,
     classify_custom_mapping,
 )
-from .mode import _UNSEEN, OwnerOps, _CountingMode, _FormulaError
 from .stack import StackOwner
+from .tally import (
+    OwnerOps,
+    by_module,
+    check_name,
+    tally,
+    unclassified_diagnostics,
+    uncounted_diagnostics,
+)
+
+# data_kind before the first operator is seen (then "real", "meta", "fake" or None)
+UNSEEN = "unseen"
+_grad_enabled = torch.is_grad_enabled
+
+
+class _FormulaError(Exception):
+    pass
 
 
 def _whole_flops(value: Any) -> int:
@@ -85,11 +107,11 @@ class OperatorCounter:
         if owner is not None and not callable(owner):
             raise TypeError(f"owner must be a callable returning a key, got {type(owner).__name__}")
         self._custom_overloads: dict[Any, RawFormula] = {
-            key: _adapt_user_formula(fn)
+            key: adapt_user_formula(fn)
             for key, fn in custom.items()
             if isinstance(key, torch._ops.OpOverload)
         }
-        base = _base_tables()
+        base = base_tables()
         self._table: dict[Any, RawFormula] = base.table  # read only, unless copied below
         self._shares: dict[Any, int] = base.shares
         # keyed by id(func): OpOverload hashes in Python; _funcs keeps every key's operator
@@ -104,8 +126,8 @@ class OperatorCounter:
             self._table = {**self._table}  # dict copies keep the stored hashes
             self._shares = {**self._shares}
             for key, fn in packets.items():
-                self._table[key] = _adapt_user_formula(fn)
-                self._shares[key] = _P_UNKNOWN
+                self._table[key] = adapt_user_formula(fn)
+                self._shares[key] = SHARE_UNKNOWN
         self._owner = owner
         # a StackOwner's list (measure_flops' module stack, the crawl's keys) is read directly
         # (no call per operator); it is only ever mutated in place, so this reference stays valid
@@ -113,13 +135,13 @@ class OperatorCounter:
         if type(owner) is StackOwner:
             self._owner_stack = owner.stack
         self._by_owner: dict[OwnerKey | None, OwnerOps] = {}
-        self._ignored_reasons = _IGNORED_REASONS
+        self._ignored_reasons = IGNORED_REASONS
         self._uncounted_overloads: dict[str, set[str]] = {}
         self._formula_errors: dict[str, str] = {}
         self._mode: _CountingMode | None = None
         self._used = False
         self.grad_modes: set[bool] = set()  # grad mode of each recorded operator
-        self.data_kind: str | None = _UNSEEN  # "meta" / "fake": ran without data (model_forms)
+        self.data_kind: str | None = UNSEEN  # "meta" / "fake": ran without data (model_forms)
 
     # -- context manager ------------------------------------------------------------------
 
@@ -145,23 +167,23 @@ class OperatorCounter:
         call = func._op if type(func) is torch._ops.OpOverload else func
         entry: Entry
         if func in self._custom_overloads:
-            entry = (_COUNTED, self._custom_overloads[func], name, _P_UNKNOWN, call)
+            entry = (OUTCOME_COUNTED, self._custom_overloads[func], name, SHARE_UNKNOWN, call)
         elif packet in self._table:
-            entry = (_COUNTED, self._table[packet], name, self._shares[packet], call)
+            entry = (OUTCOME_COUNTED, self._table[packet], name, self._shares[packet], call)
         elif packet in IGNORED:  # zero FLOPs; the formula slot counts its elements moved
             self._ignored_reasons[name] = IGNORED[packet]
-            entry = (_IGNORED, MOVED.get(packet), name, _P_NONE, call)
-        elif func.namespace in _NAMESPACE_REASONS:
-            self._ignored_reasons[name] = _NAMESPACE_REASONS[func.namespace]
-            entry = (_IGNORED, None, name, _P_NONE, call)
+            entry = (OUTCOME_IGNORED, MOVED.get(packet), name, SHARE_NONE, call)
+        elif func.namespace in NAMESPACE_REASONS:
+            self._ignored_reasons[name] = NAMESPACE_REASONS[func.namespace]
+            entry = (OUTCOME_IGNORED, None, name, SHARE_NONE, call)
         elif torch._C.DispatchKey.CompositeImplicitAutograd in func.py_kernels or (
             torch._C._dispatch_has_kernel_for_dispatch_key(
                 func.name(), torch._C.DispatchKey.CompositeImplicitAutograd
             )
         ):
-            entry = (_DECOMPOSE, None, name, _P_NONE, call)
+            entry = (OUTCOME_DECOMPOSE, None, name, SHARE_NONE, call)
         else:
-            entry = (_UNCOUNTED, None, name, _P_NONE, call)
+            entry = (OUTCOME_UNCOUNTED, None, name, SHARE_NONE, call)
         self._entries[id(func)] = entry
         self._funcs.append(func)
         return entry
@@ -190,15 +212,15 @@ class OperatorCounter:
     def _settle(self, func: Any, name: str, share: int, value: Any, ops: OwnerOps) -> None:
         """Record a formula's answer that is not a plain non-negative int of known share."""
         try:
-            if type(value) is Flops and share in (_P_SPLIT, _P_UNKNOWN):
-                share = _P_SPLIT  # a user formula that declares its share
+            if type(value) is Flops and share in (SHARE_SPLIT, SHARE_UNKNOWN):
+                share = SHARE_SPLIT  # a user formula that declares its share
                 products = _whole_flops(value.products)
                 flops = products + _whole_flops(value.other)
-            elif share == _P_SPLIT:
+            elif share == SHARE_SPLIT:
                 raise _FormulaError(f"returned {value!r}, expected Flops(products, other)")
             else:
                 flops = _whole_flops(value)
-                products = flops if share == _P_ALL else 0
+                products = flops if share == SHARE_ALL else 0
             if products < 0 or flops < products:  # a negative part of either kind
                 raise _FormulaError(f"negative FLOPs ({value!r})")
         except Exception as error:
@@ -208,7 +230,7 @@ class OperatorCounter:
         ops.product_flops += products
         ops.counted_calls[name] = ops.counted_calls.get(name, 0) + 1
         ops.op_flops[name] = ops.op_flops.get(name, 0) + flops
-        if share == _P_UNKNOWN:
+        if share == SHARE_UNKNOWN:
             ops.unclassified_calls[name] = ops.unclassified_calls.get(name, 0) + 1
 
     # -- results --------------------------------------------------------------------------
@@ -246,68 +268,8 @@ class OperatorCounter:
         """Why ``operator`` (a packet name such as ``aten.view``) counts 0 FLOPs."""
         return self._ignored_reasons.get(operator, "zero-FLOP operator")
 
-    def uncounted_diagnostics(self, *, metric: str = "operator_flops") -> list[Diagnostic]:
-        """One ``uncounted_operator`` diagnostic per packet without a (working) formula."""
-        return self._uncounted_diagnostics(self._tally().uncounted, metric)
-
-    def _uncounted_diagnostics(self, calls: dict[str, int], metric: str) -> list[Diagnostic]:
-        diagnostics = []
-        for name in sorted(calls):
-            overloads = sorted(self._uncounted_overloads.get(name, ()))
-            errors = [
-                f"{o}: {self._formula_errors[o]}" for o in overloads if o in self._formula_errors
-            ]
-            if errors:
-                why = "its formula failed (" + "; ".join(errors) + ")"
-            else:
-                why = "it has no FLOP formula and is not a known zero-FLOP operator"
-            diagnostics.append(
-                Diagnostic(
-                    code="uncounted_operator",
-                    severity="warning",
-                    metric=metric,
-                    operator=name,
-                    count=calls[name],
-                    message=(
-                        f"{name} ({', '.join(overloads)}) ran {calls[name]} time(s) and was not "
-                        f"counted: {why}; the total is a lower bound. If the count is known, "
-                        f"pass custom_mapping={{torch.ops.{name}: formula}}."
-                    ),
-                )
-            )
-        return diagnostics
-
-    def unclassified_diagnostics(self) -> list[Diagnostic]:
-        """One ``unclassified_operator`` diagnostic per custom formula of unknown product share."""
-        return _unclassified_diagnostics(self._tally().unclassified)
-
-    def _tally(self) -> _Tally:
-        """Every owner's counts summed by operator, in one pass."""
-        tally = _Tally()
-        calls, op_flops, uncounted = tally.calls, tally.op_flops, tally.uncounted
-        for ops in self._by_owner.values():
-            tally.flops += ops.flops
-            tally.products += ops.product_flops
-            for op, count in ops.counted_calls.items():
-                calls[op] = calls.get(op, 0) + count
-                op_flops[op] = op_flops.get(op, 0) + ops.op_flops.get(op, 0)
-            if ops.uncounted_calls:
-                for op, count in ops.uncounted_calls.items():
-                    uncounted[op] = uncounted.get(op, 0) + count
-            if ops.unclassified_calls:
-                for op, count in ops.unclassified_calls.items():
-                    tally.unclassified[op] = tally.unclassified.get(op, 0) + count
-            for op, count in ops.ignored_calls.items():
-                tally.ignored[op] = tally.ignored.get(op, 0) + count
-        return tally
-
     def total(self, *, scope: str = "forward") -> MetricResult:
-        return self._tally().total(scope)
-
-    def product_total(self, *, scope: str = "forward") -> MetricResult:
-        """The tensor-product share: complete only when the total is and every counted
-        operator's share is known."""
-        return self._tally().product_total(scope)
+        return tally(self._by_owner.values()).total(scope)
 
     def report(
         self, *, name: str | None = None, scope: str = "forward", module_rollup: bool = False
@@ -317,13 +279,13 @@ class OperatorCounter:
         ``by_module`` holds one entry per owner key; with ``module_rollup`` each dotted key
         also receives the work of its dotted descendants (``a`` includes ``a.b``).
         """
-        _check_name(name)
-        tally = self._tally()
+        check_name(name)
+        sums = tally(self._by_owner.values())
         calls, op_flops, uncounted, ignored = (
-            tally.calls,
-            tally.op_flops,
-            tally.uncounted,
-            tally.ignored,
+            sums.calls,
+            sums.op_flops,
+            sums.uncounted,
+            sums.ignored,
         )
         by_operator: dict[str, OperatorCount] = {}
         for op in sorted({**calls, **uncounted}):
@@ -336,9 +298,15 @@ class OperatorCounter:
                 result = MetricResult.unavailable(unit=UNIT, scope=scope, method=METHOD)
             count = calls.get(op, 0) + uncounted.get(op, 0)  # typed: see the report below
             by_operator[op] = trusted_construct(OperatorCount, {"calls": count, "flops": result})
-        diagnostics = self._uncounted_diagnostics(uncounted, "operator_flops") if uncounted else []
-        if tally.unclassified:
-            diagnostics += _unclassified_diagnostics(tally.unclassified)
+        diagnostics = (
+            uncounted_diagnostics(
+                uncounted, "operator_flops", self._uncounted_overloads, self._formula_errors
+            )
+            if uncounted
+            else []
+        )
+        if sums.unclassified:
+            diagnostics += unclassified_diagnostics(sums.unclassified)
         # every field is built typed here (MetricResults through their validating
         # constructors): pydantic would only check them again, thousands for by_module
         return trusted_construct(
@@ -349,10 +317,10 @@ class OperatorCounter:
                 "diagnostics": diagnostics,
                 "kind": "flops",
                 "name": name,
-                "total": tally.total(scope),
-                "product_flops": tally.product_total(scope),
+                "total": sums.total(scope),
+                "product_flops": sums.product_total(scope),
                 "by_operator": by_operator,
-                "by_module": self._by_module(scope, module_rollup),
+                "by_module": by_module(self._by_owner, scope, module_rollup),
                 "ignored_operators": [
                     trusted_construct(
                         IgnoredOperator,
@@ -369,92 +337,113 @@ class OperatorCounter:
             },
         )
 
-    def _by_module(self, scope: str, rollup: bool) -> dict[str, MetricResult]:
-        sums: dict[str, list[int]] = {}  # key -> [flops, uncounted calls]
-        for key, ops in self._by_owner.items():
-            if key is not None:
-                missing = sum(ops.uncounted_calls.values()) if ops.uncounted_calls else 0
-                sums[key] = [ops.flops, missing]
-        if rollup:
-            _roll_up(sums)
-        made: dict[tuple[int, bool], MetricResult] = {}  # repeated blocks repeat their sums
-        out: dict[str, MetricResult] = {}
-        for key, (flops, missing) in sorted(sums.items()):
-            result = made.get((flops, missing == 0))
-            if result is None:
-                result = made[flops, missing == 0] = (
-                    MetricResult.complete(flops, unit=UNIT, scope=scope, method=METHOD)
-                    if missing == 0
-                    else MetricResult.partial(flops, unit=UNIT, scope=scope, method=METHOD)
-                )
-            out[key] = result
+
+class _CountingMode(TorchDispatchMode):
+    """The dispatch hook; all state lives on the owning :class:`OperatorCounter`.
+
+    This is the hot path: one Python frame per dispatched operator plus its formula's. The
+    operator runs through ``OpOverload._op`` (what ``OpOverload.__call__`` calls, one frame
+    less), the owner is read off the module stack without a call, and an ignored operator or
+    a formula answering a plain non-negative int is recorded inline; anything else (a
+    ``Flops`` split, a float, an error, a custom formula) takes :meth:`OperatorCounter._settle`.
+    It reads and writes the counter's private state: the two are one unit, kept in one module.
+    """
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps every subclass's __torch_dispatch__ in torch._dynamo.disable (two
+        # more Python frames and four eval-frame swaps per operator, about a quarter of the
+        # dispatch floor's overhead). The wrapper keeps Dynamo from tracing the handler;
+        # never_compiled does the same on the code object, so a workload that compiles and
+        # runs torch.compile'd code under this mode still counts what eager counts, without a
+        # warning (tests/analysis/test_operators_overhead.py).
+        return False
+
+    def __init__(self, counter: OperatorCounter) -> None:
+        super().__init__()
+        self.counter = counter
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        if kwargs is None:
+            kwargs = {}
+        counter = self.counter
+        entry = counter._entries.get(id(func))  # OpOverload.__hash__ is a Python frame
+        if entry is None:
+            entry = counter._classify(func)
+        kind, formula, name, share, call = entry
+        if kind == OUTCOME_DECOMPOSE:
+            with self:
+                result = func.decompose(*args, **kwargs)
+            if result is not NotImplemented:
+                return result
+            entry = counter._entries[id(func)] = (OUTCOME_UNCOUNTED, None, name, SHARE_NONE, call)
+            kind = OUTCOME_UNCOUNTED
+        try:
+            out = call(*args, **kwargs)
+        except (RuntimeError, NotImplementedError) as error:  # no cost unless raised
+            out = without_kernel(func, args, kwargs, error, counter._owner_name())
+        if counter.data_kind is UNSEEN:  # first operator only: real, meta or fake tensors?
+            counter._see_data(args, out)
+        counter.grad_modes.add(_grad_enabled())
+        stack = counter._owner_stack
+        if stack is not None:
+            key = stack[-1] if stack else None
+        else:
+            key = counter._owner() if counter._owner is not None else None
+        ops = counter._by_owner.get(key)
+        if ops is None:
+            ops = counter._by_owner[key] = OwnerOps()
+        if kind == OUTCOME_IGNORED:
+            ops.ignored_calls[name] = ops.ignored_calls.get(name, 0) + 1
+            if formula is not None:  # the elements it moved (a module's own DMAs)
+                try:
+                    ops.moved_elements += formula(args, kwargs, out)  # type: ignore[operator]
+                    ops.moved_calls[name] = ops.moved_calls.get(name, 0) + 1
+                except Exception:  # not counted: the module's DMAs stay a lower bound
+                    pass
+        elif kind == OUTCOME_COUNTED:
+            try:
+                value = formula(args, kwargs, out)  # type: ignore[misc]
+            except Exception as error:  # a broken formula must not break the workload
+                counter._formula_failed(func, name, ops, error)
+                return out
+            if type(value) is int and value >= 0 and share <= SHARE_ALL:
+                ops.flops += value
+                if share == SHARE_ALL:
+                    ops.product_flops += value
+                ops.counted_calls[name] = ops.counted_calls.get(name, 0) + 1
+                ops.op_flops[name] = ops.op_flops.get(name, 0) + value
+            else:
+                counter._settle(func, name, share, value, ops)
+        else:
+            counter._uncounted_overloads.setdefault(name, set()).add(str(func))
+            ops.uncounted_calls[name] = ops.uncounted_calls.get(name, 0) + 1
         return out
 
 
-def _check_name(name: object) -> None:
-    if name is not None and not isinstance(name, str):
-        raise TypeError(f"name must be a str or None, got {type(name).__name__} {name!r}")
+def never_compiled(code: Any) -> None:
+    """Keep Dynamo from compiling the dispatch hook and anything it calls.
 
-
-@dataclass(slots=True)
-class _Tally:
-    """A counter's owners summed: totals, and calls / FLOPs per operator name."""
-
-    flops: int = 0
-    products: int = 0
-    calls: dict[str, int] = field(default_factory=dict)
-    op_flops: dict[str, int] = field(default_factory=dict)
-    uncounted: dict[str, int] = field(default_factory=dict)
-    unclassified: dict[str, int] = field(default_factory=dict)
-    ignored: dict[str, int] = field(default_factory=dict)
-
-    def total(self, scope: str) -> MetricResult:
-        if self.uncounted:
-            return MetricResult.partial(self.flops, unit=UNIT, scope=scope, method=METHOD)
-        return MetricResult.complete(self.flops, unit=UNIT, scope=scope, method=METHOD)
-
-    def product_total(self, scope: str) -> MetricResult:
-        if self.uncounted or self.unclassified:
-            return MetricResult.partial(self.products, unit=UNIT, scope=scope, method=METHOD)
-        return MetricResult.complete(self.products, unit=UNIT, scope=scope, method=METHOD)
-
-
-def _unclassified_diagnostics(calls: dict[str, int]) -> list[Diagnostic]:
-    return [
-        Diagnostic(
-            code="unclassified_operator",
-            severity="info",
-            metric="product_flops",
-            operator=name,
-            count=calls[name],
-            message=(
-                f"{name} ran {calls[name]} time(s) with a formula from custom_mapping or "
-                "torch's register_flop_formula that returned a plain count; how much of it "
-                "is tensor products is unknown, so product_flops is a lower bound (the "
-                "total is unaffected). Return Flops(products, other) from the formula "
-                "(torchscan_stages.analysis.operators.Flops) to declare it."
-            ),
-        )
-        for name in sorted(calls)
-    ]
-
-
-def _roll_up(sums: dict[str, list[int]]) -> None:
-    """Add every dotted key's sums into its ancestors (``a`` gets ``a.b`` and ``a.b.c``).
-
-    Deepest keys first, one parent step each: a key's sums are final before they are passed
-    up, so the work is one addition per key rather than one per ancestor per key.
+    What torch's ``_dynamo.disable`` wrapper does, set on the code object instead (the C
+    eval-frame hook reads it only while Dynamo runs), so eager counting pays nothing. Without
+    it a workload that compiles under the counter would make Dynamo trace the hook, warn that
+    it cannot trace the operator call, and fall back.
     """
-    by_depth: dict[int, list[str]] = {}
-    for key in sums:
-        by_depth.setdefault(key.count("."), []).append(key)
-    for depth in range(max(by_depth, default=0), 0, -1):
-        for key in by_depth.get(depth, ()):
-            parent = key.rpartition(".")[0]
-            acc = sums.get(parent)
-            if acc is None:
-                acc = sums[parent] = [0, 0]
-                by_depth.setdefault(depth - 1, []).append(parent)
-            child = sums[key]
-            acc[0] += child[0]
-            acc[1] += child[1]
+    try:
+        from torch._C._dynamo.eval_frame import (
+            _FrameAction,
+            _FrameExecStrategy,
+            set_code_exec_strategy,
+        )
+    except ImportError:  # a torch build without Dynamo: nothing would compile the hook
+        return
+    set_code_exec_strategy(code, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP))
+
+
+never_compiled(_CountingMode.__torch_dispatch__.__code__)

@@ -23,10 +23,11 @@ BASE_CONVENTION = (
     "grouped convolution's weight gradient, which torch counts groups times too large"
 )
 
-_COUNTED, _IGNORED, _DECOMPOSE, _UNCOUNTED = 0, 1, 2, 3
+# an Entry's outcome (the three of the package docstring, and one to decompose first)
+OUTCOME_COUNTED, OUTCOME_IGNORED, OUTCOME_DECOMPOSE, OUTCOME_UNCOUNTED = 0, 1, 2, 3
 # product share of a counted operator: none, the whole count, Flops.products, unknown
-_P_NONE, _P_ALL, _P_SPLIT, _P_UNKNOWN = 0, 1, 2, 3
-_SHARE_CODES = {"none": _P_NONE, "all": _P_ALL, "split": _P_SPLIT}
+SHARE_NONE, SHARE_ALL, SHARE_SPLIT, SHARE_UNKNOWN = 0, 1, 2, 3
+_SHARE_CODES = {"none": SHARE_NONE, "all": SHARE_ALL, "split": SHARE_SPLIT}
 PRODUCTS_CONVENTION = (
     "product_flops: the tensor-product share only (matmul, convolution, attention's two "
     "batched products, RNN gate products; 2 per multiply-add, bias adds excluded) -- what "
@@ -34,7 +35,7 @@ PRODUCTS_CONVENTION = (
 )
 # (outcome, formula, packet name, product share, callable that runs the operator)
 Entry: TypeAlias = "tuple[int, RawFormula | None, str, int, Callable[..., Any]]"
-_NAMESPACE_REASONS = {
+NAMESPACE_REASONS = {
     "profiler": "profiler annotation: no tensor arithmetic",
     "prim": "view or metadata: no values are read or computed",
 }
@@ -105,7 +106,7 @@ def _raw_formula(formula: Callable[..., int]) -> RawFormula:
     return raw
 
 
-def _adapt_user_formula(formula: Callable[..., int]) -> RawFormula:
+def adapt_user_formula(formula: Callable[..., int]) -> RawFormula:
     """FlopCounterMode's contract: shapes in (``shape_wrapper``), or raw if ``_get_raw``."""
     if getattr(formula, "_get_raw", False):
         return _raw_formula(formula)
@@ -150,10 +151,10 @@ class _Base:
 _BASE: _Base | None = None
 # packet name -> why it counts 0 FLOPs; depends only on IGNORED and the namespace, never on a
 # counter's custom mapping (a custom formula makes the operator counted, not ignored)
-_IGNORED_REASONS: dict[str, str] = {}
+IGNORED_REASONS: dict[str, str] = {}
 
 
-def _base_tables() -> _Base:
+def base_tables() -> _Base:
     """The merged formula table and product shares, rebuilt only when a registry grows.
 
     Building them hashes every packet through Python-level ``__hash__``, which cost more than
@@ -175,9 +176,9 @@ def _base_tables() -> _Base:
             **FORMULAS,
             **{k: _adapt_torch_formula(fn) for k, fn in added.items()},
         }
-        shares = dict.fromkeys(shipped, _P_ALL)
+        shares = dict.fromkeys(shipped, SHARE_ALL)
         for packet in FORMULAS:
             shares[packet] = _SHARE_CODES[PRODUCT_SHARE.get(packet, "none")]
-        shares.update(dict.fromkeys(added, _P_UNKNOWN))
+        shares.update(dict.fromkeys(added, SHARE_UNKNOWN))
         base = _BASE = _Base(key, table, shares)
     return base

@@ -9,7 +9,8 @@ import torch
 
 from .._walk import named_modules
 from .lookup import OwnerKey
-from .mode import _grad_enabled
+
+_grad_enabled = torch.is_grad_enabled
 
 
 class StackOwner:
