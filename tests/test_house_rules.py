@@ -11,12 +11,9 @@ MAX_FUNCTION_LINES = 80  # def line to last line, signature and docstring includ
 MAX_MODULE_LINES = 600
 # Over the limits while another branch works on them; each with its reason. An entry that
 # is no longer over fails below, so the list cannot outlive what it excuses.
-LONG_MODULES = {
-    "torchscan_stages/analysis/crawl.py": "trust-analysis branch in flight (686 lines)",
-    "torchscan_stages/analysis/layer_records.py": "trust-analysis branch in flight (632 lines)",
-}
+LONG_MODULES: dict[str, str] = {}  # "path" -> reason; none today
 LONG_FUNCTIONS = {  # "path:name" -> reason
-    "torchscan_stages/predict/peak.py:_run": "predict-steady branch in flight (84 lines)",
+    "torchscan_stages/predict/peak.py:_run": "predict-* branch in flight (84 lines)",
 }
 
 
