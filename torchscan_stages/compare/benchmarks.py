@@ -103,7 +103,7 @@ def compare_benchmarks(  # noqa: PLR0913
     their new spelling, and so are the options a comparison does not use.
     """
     rule = Judge.from_mapping(judge)
-    timing = comparison_timing(options, rule)
+    timing = _comparison_timing(options, rule)
     names = (baseline_name, candidate_name)
     if callable(baseline) and callable(candidate):
         if check is None:
@@ -145,7 +145,7 @@ _JUDGED = {"min_blocks": "min_blocks", "noise_threshold": "max_noise"}
 _UNUSED = ("target_relative_iqr", "target_median_precision")
 
 
-def comparison_timing(
+def _comparison_timing(
     options: LatencyOptions | Mapping[str, Any] | None, judge: Judge
 ) -> LatencyOptions:
     """The timing of a comparison: ``options`` over COMPARE_DEFAULTS (a mapping) or as given
