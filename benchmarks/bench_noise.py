@@ -134,10 +134,8 @@ def compare_once(
         base,
         cand,
         check=lambda a, b: a == b,
-        min_effect=min_effect,
-        ci_floor=min(0.005, min_effect / 4),
-        max_run_time=budget,
-        seed=seed,
+        options={"max_run_time": budget},
+        judge={"min_effect": min_effect, "ci_floor": min(0.005, min_effect / 4), "seed": seed},
     )
     took = time.perf_counter() - started
     latency = result.deltas[0]

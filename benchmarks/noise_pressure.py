@@ -105,7 +105,10 @@ def _ours(
 ) -> tuple[str, float | None, float | None, float, dict[str, Any]]:
     started = time.perf_counter()
     result = compare_benchmarks(
-        base, cand, check=lambda a, b: a == b, min_effect=MIN_EFFECT, ci_floor=0.005, seed=seed
+        base,
+        cand,
+        check=lambda a, b: a == b,
+        judge={"min_effect": MIN_EFFECT, "ci_floor": 0.005, "seed": seed},
     )
     took = time.perf_counter() - started
     latency = result.deltas[0]

@@ -4,6 +4,7 @@ accepted by compare_benchmarks and measure_latency (simulated clock and probe on
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from noise_models import SimulatedHost, starved
@@ -50,7 +51,7 @@ def test_a_quiet_comparison_reports_its_rounds_and_control(sim_clock: SimulatedC
         sim_clock.workload(1e-3, noise=0.01, seed=1),
         sim_clock.workload(1.3e-3, noise=0.01, seed=2),
         check=lambda a, b: True,
-        clock=sim_clock,
+        options={"clock": sim_clock},
     )
     metrics = {d.metric: d for d in result.deltas}
     assert metrics["latency.warmed"].verdict == "slower"
@@ -72,23 +73,55 @@ def test_options_and_judge_objects_are_accepted(sim_clock: SimulatedClock) -> No
     assert result.deltas[0].verdict == "slower"
 
 
-def test_a_setting_given_both_ways_is_refused(sim_clock: SimulatedClock) -> None:
+def test_each_setting_has_one_way_in(sim_clock: SimulatedClock) -> None:
     calls: list[int] = []
 
     def workload() -> int:
         calls.append(1)
         return 1
 
-    with pytest.raises(TypeError, match=r"judge= and the keyword\(s\) \['min_effect'\]"):
-        compare_benchmarks(
-            workload, workload, check=lambda a, b: True, judge=Judge(), min_effect=0.1
-        )
-    # the former flat keyword names its one way in now (for one release)
+    def compare(**settings: Any) -> object:
+        return compare_benchmarks(workload, workload, check=lambda a, b: True, **settings)
+
+    # a former flat keyword names its one way in (for one release); min_blocks is the judge's
+    moved = {
+        "min_effect": r"compare_benchmarks\(min_effect=\.\.\.\) moved into judge=: pass "
+        r"judge=\{'min_effect': \.\.\.\} or judge=Judge\(min_effect=\.\.\.\)",
+        "clock": r"\(clock=\.\.\.\) moved into options=: pass options=\{'clock'",
+        "min_blocks": r"\(min_blocks=\.\.\.\) moved into judge=",
+        "seed": r"\(seed=\.\.\.\) moved into judge=",
+    }
+    for keyword, message in moved.items():
+        with pytest.raises(TypeError, match=message):
+            compare(**{keyword: 1}, judge=Judge())
     with pytest.raises(TypeError, match=r"max_run_time=\.\.\.\) moved into options="):
         measure_latency(workload, options=LatencyOptions(), max_run_time=1.0)  # type: ignore[call-arg]
+    # what the judge decides, or a comparison never uses, is refused inside options= too
+    with pytest.raises(TypeError, match=r"pass judge=\{'max_noise': \.\.\.\} instead"):
+        compare(options={"noise_threshold": 0.1})
+    with pytest.raises(TypeError, match=r"target_relative_iqr.*is not used by a comparison"):
+        compare(options=LatencyOptions(target_relative_iqr=0.01))
     with pytest.raises(ValueError, match="unknown key"):
-        compare_benchmarks(workload, workload, check=lambda a, b: True, judge={"min_efect": 0.1})
+        compare(judge={"min_efect": 0.1})
     assert calls == []  # refused before any call
+
+
+def test_the_judge_sets_the_rounds_sampled_and_recorded(sim_clock: SimulatedClock) -> None:
+    # a LatencyOptions object keeps measure_latency's min_blocks (7); a comparison samples
+    # and judges by the judge's (12), and records that one value. Once the rounds stopped at
+    # the object's 7 (interval already narrow) and the judge, wanting more, said inconclusive
+    # on this plain 1.3x slowdown, with min_blocks 7 in the record
+    result = compare_benchmarks(
+        sim_clock.workload(1e-3, noise=0.01, seed=1),
+        sim_clock.workload(1.3e-3, noise=0.01, seed=2),
+        check=lambda a, b: True,
+        options=LatencyOptions(clock=sim_clock),
+        judge={"min_blocks": 12, "max_noise": 0.2},
+    )
+    assert (result.settings["min_blocks"], result.settings["noise_threshold"]) == (12, 0.2)
+    assert result.settings["rounds"] >= 12
+    assert "target_relative_iqr" not in result.settings  # measure_latency's rule, unused
+    assert result.deltas[0].verdict == "slower"  # 1.3 ms vs 1.0 ms, +-1% noise
 
 
 def test_measure_latency_takes_options(sim_clock: SimulatedClock) -> None:
@@ -108,7 +141,7 @@ def test_a_saved_interleaved_comparison_is_recomputed_by_the_gate(
         sim_clock.workload(1e-3, noise=0.01, seed=1),
         sim_clock.workload(1.3e-3, noise=0.01, seed=2),
         check=lambda a, b: True,
-        clock=sim_clock,
+        options={"clock": sim_clock},
     )
     saved = result.save(tmp_path / "cmp.json")
     assert main([str(saved), "--max-slowdown", "1.05"]) == 1

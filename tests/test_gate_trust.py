@@ -108,6 +108,6 @@ def test_an_interleaved_comparison_recomputes_to_itself(tmp_path: Path, sim_cloc
         sim_clock.workload(1e-3, noise=0.01, seed=1),
         sim_clock.workload(3e-3, noise=0.01, seed=2),
         check=lambda a, b: True,
-        clock=sim_clock,
+        options={"clock": sim_clock},
     )
     assert _gate(tmp_path, json.loads(result.model_dump_json())) == 1  # 3x slower: FAILED

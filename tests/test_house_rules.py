@@ -3,44 +3,82 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "torchscan_stages"
-MAX_BODY_LINES = 80
+MAX_FUNCTION_LINES = 80  # def line to last line, signature and docstring included
+MAX_MODULE_LINES = 600
+# Over the limits while another branch works on them; each with its reason. An entry that
+# is no longer over fails below, so the list cannot outlive what it excuses.
+LONG_MODULES: dict[str, str] = {}  # "path" -> reason; none today
+LONG_FUNCTIONS = {  # "path:name" -> reason
+    "torchscan_stages/predict/peak.py:_run": "predict-* branch in flight (84 lines)",
+}
 
 
-def _body_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
-    """Lines from the first statement after the docstring to the end of the function."""
-    body = node.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:] or body
-    return (node.end_lineno or node.lineno) - body[0].lineno + 1
+@functools.cache
+def _modules() -> list[tuple[str, str]]:
+    return [
+        (str(path.relative_to(PACKAGE.parent)), path.read_text(encoding="utf-8"))
+        for path in sorted(PACKAGE.rglob("*.py"))
+    ]
+
+
+@functools.cache
+def _trees() -> list[tuple[str, ast.Module]]:
+    """Every package module parsed once for all the rules here (parsing is the cost)."""
+    return [(name, ast.parse(text)) for name, text in _modules()]
+
+
+@functools.cache
+def _functions() -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    return [
+        (name, node)
+        for name, tree in _trees()
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+
+
+def _function_lines(tree: ast.Module) -> list[tuple[str, int, int]]:
+    """(name, def line, lines from the def line to the function's last line)."""
+    return [
+        (node.name, node.lineno, (node.end_lineno or node.lineno) - node.lineno + 1)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
 
 
 def test_no_function_in_the_package_is_longer_than_80_lines() -> None:
-    long = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                lines = _body_lines(node)
-                if lines > MAX_BODY_LINES:
-                    long.append(
-                        f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} {lines}"
-                    )
+    long, excused = [], set()
+    for name, tree in _trees():
+        for function, line, lines in _function_lines(tree):
+            key = f"{name}:{function}"
+            if lines <= MAX_FUNCTION_LINES:
+                continue
+            if key in LONG_FUNCTIONS:
+                excused.add(key)
+            else:
+                long.append(f"{name}:{line} {function} {lines}")
     assert not long, "split these at their natural seams:\n" + "\n".join(long)
+    stale = sorted(set(LONG_FUNCTIONS) - excused)
+    assert not stale, f"no longer over {MAX_FUNCTION_LINES} lines, drop the exception: {stale}"
 
 
-MAX_MODULE_LINES = 700
-
-
-def test_no_module_in_the_package_is_longer_than_700_lines() -> None:
-    long = [
-        f"{path.relative_to(PACKAGE.parent)} {lines}"
-        for path in sorted(PACKAGE.rglob("*.py"))
-        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
-    ]
+def test_no_module_in_the_package_is_longer_than_600_lines() -> None:
+    sizes = {name: len(text.splitlines()) for name, text in _modules()}
+    long = [f"{name} {n}" for name, n in sizes.items() if n > MAX_MODULE_LINES]
+    long = [entry for entry in long if entry.split()[0] not in LONG_MODULES]
     assert not long, "split these at the seams of their jobs:\n" + "\n".join(long)
+    stale = sorted(name for name in LONG_MODULES if sizes.get(name, 0) <= MAX_MODULE_LINES)
+    assert not stale, f"no longer over {MAX_MODULE_LINES} lines, drop the exception: {stale}"
+
+
+def test_the_rule_counts_from_the_def_line_to_the_end() -> None:
+    """The measure itself: signature and docstring count, decorators do not."""
+    source = '@wrap\ndef f(\n    a,\n):\n    """Doc."""\n    return a\n'
+    assert _function_lines(ast.parse(source)) == [("f", 2, 5)]  # lines 2-6
 
 
 def _assigned_names(tree: ast.Module) -> list[str]:
@@ -55,32 +93,17 @@ def _assigned_names(tree: ast.Module) -> list[str]:
 
 
 def test_the_workload_alias_is_defined_once() -> None:
-    definitions = [
-        str(path.relative_to(PACKAGE.parent))
-        for path in sorted(PACKAGE.rglob("*.py"))
-        if "Workload" in _assigned_names(ast.parse(path.read_text(encoding="utf-8")))
-    ]
+    definitions = [name for name, tree in _trees() if "Workload" in _assigned_names(tree)]
     assert definitions == ["torchscan_stages/workloads.py"]
 
 
 def test_resolve_device_is_defined_once() -> None:
-    definitions = [
-        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
-        for path in sorted(PACKAGE.rglob("*.py"))
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and node.name == "resolve_device"
-    ]
+    definitions = _function_definitions("resolve_device")
     assert [d.split(":")[0] for d in definitions] == ["torchscan_stages/devices.py"]
 
 
 def _function_definitions(name: str) -> list[str]:
-    return [
-        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
-        for path in sorted(PACKAGE.rglob("*.py"))
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
-    ]
+    return [f"{path}:{node.lineno}" for path, node in _functions() if node.name == name]
 
 
 def test_each_shared_helper_is_defined_once() -> None:

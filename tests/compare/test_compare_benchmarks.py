@@ -37,7 +37,7 @@ def test_a_a_is_never_faster_or_slower(sim_clock: SimulatedClock) -> None:
             sim_clock.workload(1e-3, noise=0.02, seed=2 * i),
             sim_clock.workload(1e-3, noise=0.02, seed=2 * i + 1),
             check=_always(True),
-            clock=sim_clock,
+            options={"clock": sim_clock},
         )
         .deltas[0]
         .verdict
@@ -52,7 +52,7 @@ def test_thirty_percent_slower_candidate(sim_clock: SimulatedClock) -> None:
         sim_clock.workload(1e-3, noise=0.01, seed=1),
         sim_clock.workload(1.3e-3, noise=0.01, seed=2),
         check=_always(True),
-        clock=sim_clock,
+        options={"clock": sim_clock},
     )
     latency = result.deltas[0]
     assert latency.metric == "latency.warmed"
@@ -74,7 +74,7 @@ def test_failed_check_withholds_every_delta(sim_clock: SimulatedClock) -> None:
         sim_clock.workload(1e-3, output=10),
         sim_clock.workload(0.5e-3, output=11),  # looks 2x faster, but its outputs are wrong
         check=check,
-        clock=sim_clock,
+        options={"clock": sim_clock},
     )
     assert result.check.performed and result.check.passed is False
     assert result.check.tolerance == 1e-3
@@ -91,24 +91,26 @@ def test_check_that_raises_is_a_failed_check() -> None:
     def check(base: object, cand: object) -> bool:
         raise RuntimeError("shapes differ")
 
-    result = compare_benchmarks(_busy(1), _busy(1), check=check, min_run_time=0.05)
+    result = compare_benchmarks(_busy(1), _busy(1), check=check, options={"min_run_time": 0.05})
     assert result.check.passed is False
     assert result.check.error == "RuntimeError: shapes differ"
 
 
 def test_ci_floor_must_stay_below_min_effect() -> None:
     with pytest.raises(ValueError, match="ci_floor must be in"):
-        compare_benchmarks(_busy(1), _busy(1), check=_always(True), ci_floor=0.05)
+        compare_benchmarks(_busy(1), _busy(1), check=_always(True), judge={"ci_floor": 0.05})
 
 
 @pytest.mark.parametrize(
     ("option", "message"),
     [
         ({"work_units": -1}, "work_units must be a finite number > 0"),
-        ({"min_run_time": -2.0}, "min_run_time must be finite"),
+        ({"options": {"min_run_time": -2.0}}, "min_run_time must be finite"),
         ({"unit": ""}, "unit must be a non-empty string"),
-        ({"min_blocks": True}, "min_blocks must be an int >= 3, got True"),  # bool is no count
-        ({"resamples": 99}, "resamples must be an int >= 100, got 99"),
+        # bool is no count
+        ({"judge": {"min_blocks": True}}, "min_blocks must be an int >= 3, got True"),
+        ({"judge": {"resamples": 99}}, "resamples must be an int >= 100, got 99"),
+        ({"options": {"min_blocks": 5}}, r"the judge decides this; pass judge=\{'min_blocks'"),
     ],
 )
 def test_bad_timing_options_are_refused_before_any_call(
@@ -180,12 +182,17 @@ def test_tensor_check_answers_and_infinite_tolerance() -> None:
     def check(a: object, b: object) -> dict[str, object]:
         return {"passed": (base == base).all(), "tolerance": float("inf")}
 
-    result = compare_benchmarks(lambda: base, lambda: base, check=check, min_run_time=0.02)
+    result = compare_benchmarks(
+        lambda: base, lambda: base, check=check, options={"min_run_time": 0.02}
+    )
     assert result.check.passed is True  # a 0-dim bool tensor counts as True
     assert result.check.tolerance == "inf"  # JSON has no infinity: kept as its repr
     assert load_report(result.model_dump_json()) == result
     plain = compare_benchmarks(
-        lambda: base, lambda: base, check=lambda a, b: (a == b).all(), min_run_time=0.02
+        lambda: base,
+        lambda: base,
+        check=lambda a, b: (a == b).all(),
+        options={"min_run_time": 0.02},
     )
     assert plain.check.passed is True
 
@@ -226,9 +233,9 @@ def test_flop_and_memory_deltas_use_complete_values_of_one_scope() -> None:
         lambda: small @ small,
         lambda: large @ large,
         check=_always(True),
-        min_run_time=0.02,
         memory=True,
         flops=True,
+        options={"min_run_time": 0.02},
     )
     by_metric = {d.metric: d for d in result.deltas}
     flops = by_metric["flops.workload"]
@@ -324,8 +331,7 @@ def test_loaded_host_keeps_a_valid_interval(sim_clock: SimulatedClock) -> None:
         _interfered(sim_clock, 1.0e-3, hit=0.3, delay_s=3e-3, seed=1),
         _interfered(sim_clock, 1.3e-3, hit=0.3, delay_s=3e-3, seed=2),
         check=_always(True),
-        clock=sim_clock,
-        max_run_time=2.0,
+        options={"clock": sim_clock, "max_run_time": 2.0},
     )
     latency = result.deltas[0]
     assert latency.ci_low is not None and latency.ci_high is not None
@@ -343,7 +349,7 @@ def test_sampling_stops_when_the_interval_is_narrow(sim_clock: SimulatedClock) -
         sim_clock.workload(1e-3, noise=0.01, seed=1),
         sim_clock.workload(1.3e-3, noise=0.01, seed=2),
         check=_always(True),
-        clock=sim_clock,
+        options={"clock": sim_clock},
     )
     assert result.settings["stop_reason"] == "interval_narrower_than_min_effect"
     latency = result.deltas[0]
@@ -358,11 +364,8 @@ def test_sampling_stops_at_the_time_budget(sim_clock: SimulatedClock) -> None:
         sim_clock.workload(1e-3, noise=0.9, seed=1),
         sim_clock.workload(1e-3, noise=0.9, seed=2),
         check=_always(True),
-        clock=sim_clock,
-        min_run_time=0.1,
-        max_run_time=0.3,
-        min_effect=0.001,
-        ci_floor=0.0,
+        options={"clock": sim_clock, "min_run_time": 0.1, "max_run_time": 0.3},
+        judge={"min_effect": 0.001, "ci_floor": 0.0},
     )
     assert result.settings["stop_reason"] == "time_budget"
     # the seeded samples give a ratio interval of about [0.53, 1.76]: it holds 1 and is far

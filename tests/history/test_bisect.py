@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from synthetic import fast_repo, lock, metrics
 
+from torchscan_stages.compare.deltas import Judge
 from torchscan_stages.history.bisect import BisectError, bisect_step, verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/latency_reports.py
@@ -75,7 +76,28 @@ def test_good_and_bad_alike_blame_nothing(repo: tuple[Path, list[str]]) -> None:
 def test_verdict_and_errors(repo: tuple[Path, list[str]]) -> None:
     root, shas = repo
     base, slow = latency_report(list(BASE), "a"), latency_report(SLOW, "b")
-    judged, ratio = verdict(base, slow, "warmed_median_s", 0.05)
+    judged, ratio = verdict(base, slow, "warmed_median_s", Judge(min_effect=0.05))
     assert judged == "slower" and ratio == pytest.approx(1.3, rel=0.01)
+    # the judge decides: a 1.3x step is within a 40% minimum effect (its interval of about
+    # [1.29, 1.31] lies inside 1 +- 0.4), so GOOD and BAD are alike and nothing is blamed
+    wide = bisect_step(root, shas[1], shas[9], METRIC, judge={"min_effect": 0.4},
+                       measure=_measure(shas, {6: SLOW}, []))  # fmt: skip
+    assert wide.verdict == "inconclusive" and "(no_difference)" in wide.reason
+    with pytest.raises(TypeError, match=r"bisect_step\(min_effect=\.\.\.\) moved into judge="):
+        bisect_step(root, shas[1], shas[9], METRIC, min_effect=0.1)  # type: ignore[call-arg]
     with pytest.raises(BisectError, match="found in none of metrics"):
         bisect_step(root, shas[1], shas[9], "no_such_metric", measure=_measure(shas, {}, []))
+
+
+def test_a_min_effect_below_the_interval_floor_is_one_line(
+    repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchscan_stages.commands.history import main
+
+    root, shas = repo
+    argv = ["--repo", str(root), "--bisect", shas[1], shas[9], "--metric", METRIC]
+    assert main([*argv, "--min-effect", "0.001"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(
+        "history: error: --min-effect 0.001: ci_floor must be in [0, min_effect)"
+    )

@@ -10,6 +10,7 @@ import torch
 from simulated_clock import SimulatedClock
 
 from torchscan_stages.measure.latency import calibrate_block, measure_latency, time_block
+from torchscan_stages.measure.latency_options import LatencyOptions, moved_into_options
 from torchscan_stages.report import BenchmarkReport
 
 
@@ -399,4 +400,21 @@ def test_a_former_flat_keyword_names_its_new_spelling() -> None:
         measure_latency(lambda: calls.append(1), warmup=0.1)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"options=LatencyOptions\(clock=\.\.\.\)"):
         measure_latency(lambda: calls.append(1), clock=lambda: 0.0)  # type: ignore[call-arg]
+    from torchscan_stages import measure_workload
+
+    # measure_workload's former synonym, and a timing keyword it never had, name options=
+    with pytest.raises(TypeError, match=r"\(latency_options=\.\.\.\) is now options=: pass"):
+        measure_workload(lambda: calls.append(1), latency_options={})  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"measure_workload\(max_run_time=\.\.\.\) moved into"):
+        measure_workload(lambda: calls.append(1), max_run_time=1.0)  # type: ignore[call-arg]
     assert calls == []  # refused before any call
+
+
+def test_moved_keywords_never_shadow_a_keyword_of_the_function() -> None:
+    # a function that still takes a keyword of its own with a moved name cannot be wrapped:
+    # its legitimate keyword would be refused as moved
+    def timed(*, warmup: float = 0.0) -> float:
+        return warmup
+
+    with pytest.raises(TypeError, match=r"timed has its own keyword\(s\) \['warmup'\]"):
+        moved_into_options(options=LatencyOptions)(timed)

@@ -70,7 +70,9 @@ def _compiled_candidate(clock: SimulatedClock, shapes: list[int]) -> Any:
 
 
 def _compare(clock: SimulatedClock, watch: CompileWatch) -> BenchmarkComparison:
-    return compare_benchmarks(clock.workload(CALL_S), watch, check=_passed, clock=clock)
+    return compare_benchmarks(
+        clock.workload(CALL_S), watch, check=_passed, options={"clock": clock}
+    )
 
 
 def test_the_first_call_is_the_compile_record_apart_from_warmed_latency(

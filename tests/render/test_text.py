@@ -8,7 +8,6 @@ from torchscan_stages.render.text import (
     metric_line,
     metric_text,
     ratio_text,
-    text_table,
 )
 from torchscan_stages.report import MetricResult
 
@@ -36,10 +35,4 @@ def test_ratios_intervals_and_tables() -> None:
         "| a | b |",
         "| --- | --- |",
         "| x\\|y | 1 |",
-    ]
-    assert text_table(["name", "n"], [["long name", "1"], ["x", "22"]]) == [
-        "name       n",
-        "---------  --",
-        "long name  1",
-        "x          22",
     ]

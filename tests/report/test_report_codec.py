@@ -107,7 +107,7 @@ def _every_kind() -> dict[str, Any]:
             clock.workload(1e-3, noise=0.01, seed=1),
             clock.workload(1.3e-3, noise=0.01, seed=2),
             check=lambda base, cand: True,
-            clock=clock,
+            options={"clock": clock},
         ),
         "prediction": predict_peak_memory(lambda: model(torch.randn(2, 3)), device="cpu"),
         "history": _history(),

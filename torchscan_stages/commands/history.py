@@ -59,15 +59,20 @@ def _fail(message: str, code: int = EXIT_USAGE) -> int:
 
 
 def _bisect(args: argparse.Namespace) -> int:
-    from ..compare.benchmarks import DEFAULT_MIN_EFFECT
+    from ..compare.deltas import Judge
     from ..history.bisect import BisectError, MetricNameError, bisect_step
 
     if not args.metric:
         return _fail("--bisect needs --metric NAME (STAGE/NAME or a flat metric name)")
-    effect = DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect
+    try:
+        judge = Judge.from_mapping(
+            {} if args.min_effect is None else {"min_effect": args.min_effect}
+        )
+    except ValueError as error:  # e.g. below the interval floor a latency verdict needs
+        return _fail(f"--min-effect {args.min_effect}: {error}")
     try:
         good, bad = args.bisect
-        result = bisect_step(args.repo, good, bad, args.metric, min_effect=effect)
+        result = bisect_step(args.repo, good, bad, args.metric, judge=judge)
     except MetricNameError as error:
         return _fail(str(error))
     except BisectError as error:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..devices import (
@@ -21,9 +21,16 @@ from ..devices import (
     resolve_device,
     unsynchronized_accelerator,
 )
+from ..measure.block_summary import SampledBlocks, latency_section
 from ..measure.host import HostMonitor, classify_blocks, host_diagnostics
-from ..measure.latency import latency_section
-from ..measure.latency_options import COMPARE_DEFAULTS, Clock, LatencyOptions, validate_work
+from ..measure.latency import first_call
+from ..measure.latency_options import (
+    COMPARE_DEFAULTS,
+    MEASURE_DEFAULTS,
+    LatencyOptions,
+    moved_into_options,
+    validate_work,
+)
 from ..measure.memory import measure_peak_memory
 from ..provenance import build_provenance
 from ..report import (
@@ -41,11 +48,6 @@ from ..stats import relative_iqr
 from ..workloads import Workload
 from .checks import Check, run_check
 from .deltas import (
-    DEFAULT_CI_FLOOR,
-    DEFAULT_CONFIDENCE,
-    DEFAULT_MAX_NOISE,
-    DEFAULT_MIN_EFFECT,
-    DEFAULT_RESAMPLES,
     Judge,
     first_call_delta,
     flop_deltas,
@@ -59,48 +61,26 @@ from .interleave import InterleavedRun, run_interleaved
 from .judging import PairedOutcome, paired_deltas
 from .paired import rounds_record
 
-# The timing defaults live in LatencyOptions (COMPARE_DEFAULTS); these names stay for code
-# that imported them.
-DEFAULT_WARMUP_S = COMPARE_DEFAULTS.warmup
-DEFAULT_MIN_RUN_TIME_S = COMPARE_DEFAULTS.min_run_time
-DEFAULT_MAX_RUN_TIME_S = COMPARE_DEFAULTS.max_run_time
-DEFAULT_MIN_BLOCKS = COMPARE_DEFAULTS.min_blocks
-DEFAULT_MIN_BLOCK_TIME_S = COMPARE_DEFAULTS.min_block_time
-__all__ = [
-    "DEFAULT_CI_FLOOR",
-    "DEFAULT_CONFIDENCE",
-    "DEFAULT_MAX_NOISE",
-    "DEFAULT_MIN_EFFECT",
-    "DEFAULT_RESAMPLES",
-    "compare_benchmarks",
-]
+__all__ = ["compare_benchmarks"]
 
 BenchmarkSource = BenchmarkReport | str | os.PathLike[str]
 
 
-def compare_benchmarks(
+@moved_into_options(judge=Judge, options=LatencyOptions)
+# too many arguments: the public entry; beyond the spec's check=, each is a per-call input
+# (what is timed, its work, the extra passes, the names): every setting is in options=/judge=
+def compare_benchmarks(  # noqa: PLR0913
     baseline: Workload | BenchmarkSource,
     candidate: Workload | BenchmarkSource,
     *,
     check: Check | None = None,
     work_units: float = 1,
     unit: str = "calls",
-    warmup: float = COMPARE_DEFAULTS.warmup,
-    min_run_time: float = COMPARE_DEFAULTS.min_run_time,
-    max_run_time: float = COMPARE_DEFAULTS.max_run_time,
-    min_blocks: int = COMPARE_DEFAULTS.min_blocks,
-    min_effect: float = DEFAULT_MIN_EFFECT,
-    max_noise: float = DEFAULT_MAX_NOISE,
-    ci_floor: float = DEFAULT_CI_FLOOR,
-    confidence: float = DEFAULT_CONFIDENCE,
-    resamples: int = DEFAULT_RESAMPLES,
     memory: bool = False,
     flops: bool = False,
     device: str | Any | None = None,
     baseline_name: str | None = None,
     candidate_name: str | None = None,
-    seed: int = 0,
-    clock: Clock | None = None,
     options: LatencyOptions | Mapping[str, Any] | None = None,
     judge: Judge | Mapping[str, Any] | None = None,
 ) -> BenchmarkComparison:
@@ -108,39 +88,22 @@ def compare_benchmarks(
 
     Workloads: both are called once and ``check(base_out, cand_out)`` (required) decides
     whether the outputs are acceptable; then both are timed the same way, interleaved, in
-    rounds until the latency interval is narrower than ``min_effect`` or ``max_run_time``
-    (the time budget) is spent; ``settings["stop_reason"]`` says which. A failed check
-    still returns the comparison, with every delta ``withheld``. Saved BenchmarkReports (or
-    their paths) are compared from their raw blocks; the check is then recorded as not
-    performed. ``min_effect`` is the smallest ratio change (default 5%) that counts as
-    faster or slower: the verdict is faster/slower when the interval excludes no change and
-    the ratio is beyond it, and ``inconclusive`` only when the interval does not decide.
-    Block noise above ``max_noise`` is a ``latency_noisy`` warning beside the verdict.
-    ``ci_floor`` (default 0.5%) is the smallest relative half-width of an interval.
-    ``memory=True`` and ``flops=True`` add peak-memory (per scope) and operator-FLOP deltas,
-    each from one separate instrumented call per side. ``clock`` replaces time.perf_counter
-    for every timed region (tests inject a simulated clock).
+    rounds until the latency interval is narrower than the judge's ``min_effect`` or
+    ``max_run_time`` (the time budget) is spent; ``settings["stop_reason"]`` says which. A
+    failed check still returns the comparison, with every delta ``withheld``. Saved
+    BenchmarkReports (or their paths) are compared from their raw blocks; the check is then
+    recorded as not performed. ``memory=True`` and ``flops=True`` add peak-memory (per
+    scope) and operator-FLOP deltas, each from one separate instrumented call per side.
 
-    ``options`` (a :class:`LatencyOptions` or a mapping of its fields) and ``judge`` (a
-    :class:`Judge` or a mapping) carry the same settings as one object each; the flat
-    keywords build them when these are not given, and giving both ways is refused.
+    Every setting has one way in. ``options`` (a :class:`LatencyOptions` or a mapping of its
+    fields over the comparison's defaults) is the timing: warm-up, run-time bounds, block
+    time and ``clock``, which replaces time.perf_counter (tests). ``judge`` (a :class:`Judge`
+    or a mapping) is the decision: minimum effect, noise level, interval floor, rounds before
+    a verdict, confidence, resamples and seed. The former flat keywords are refused with
+    their new spelling, and so are the options a comparison does not use.
     """
-    flat = {
-        "warmup": warmup,
-        "min_run_time": min_run_time,
-        "max_run_time": max_run_time,
-        "min_blocks": min_blocks,
-        "clock": clock,
-    }
-    rules = {
-        "min_effect": min_effect,
-        "max_noise": max_noise,
-        "ci_floor": ci_floor,
-        "confidence": confidence,
-        "resamples": resamples,
-        "seed": seed,
-    }
-    timing, judge = _settings(flat, rules, options, judge)
+    rule = Judge.from_mapping(judge)
+    timing = _comparison_timing(options, rule)
     names = (baseline_name, candidate_name)
     if callable(baseline) and callable(candidate):
         if check is None:
@@ -154,14 +117,14 @@ def compare_benchmarks(
         # the same option checks as measure_latency, before either workload runs
         validate_work(work_units, unit)
         pair = _Pair(baseline, candidate, check, work_units, unit, names)
-        return _compare_workloads(pair, timing, judge, memory=memory, flops=flops, device=device)
+        return _compare_workloads(pair, timing, rule, memory=memory, flops=flops, device=device)
     if callable(baseline) or callable(candidate):
         raise TypeError(
             "compare_benchmarks needs two workloads or two saved BenchmarkReports, got a mix "
             f"({type(baseline).__name__} and {type(candidate).__name__})"
         )
     comparison = _compare_saved(
-        _as_benchmark(baseline, "baseline"), _as_benchmark(candidate, "candidate"), judge, names
+        _as_benchmark(baseline, "baseline"), _as_benchmark(candidate, "candidate"), rule, names
     )
     if check is not None:  # saved reports keep no outputs: the check cannot run
         comparison.diagnostics.append(
@@ -175,42 +138,41 @@ def compare_benchmarks(
     return comparison
 
 
-_COMPARE_JUDGE = Judge()
+# LatencyOptions fields a comparison takes from the judge (so the rounds it samples and the
+# rounds it judges, the noise it warns of per side and overall, are one value each) ...
+_JUDGED = {"min_blocks": "min_blocks", "noise_threshold": "max_noise"}
+# ... and measure_latency's own stop rule, which an interleaved comparison never applies
+_UNUSED = ("target_relative_iqr", "target_median_precision")
 
 
-def _settings(
-    flat: dict[str, Any],
-    rules: dict[str, Any],
-    options: LatencyOptions | Mapping[str, Any] | None,
-    judge: Judge | Mapping[str, Any] | None,
-) -> tuple[LatencyOptions, Judge]:
-    """LatencyOptions and Judge from ``options=``/``judge=`` or from the flat keywords;
-    a flat keyword moved from its default beside the object is refused (which one wins
-    would be a guess)."""
-    defaults = {name: getattr(COMPARE_DEFAULTS, name) for name in flat}
-    rule_defaults = {name: getattr(_COMPARE_JUDGE, name) for name in rules}
-    for given, values, base, label in (
-        (options, flat, defaults, "options"),
-        (judge, rules, rule_defaults, "judge"),
-    ):
-        moved = sorted(name for name, value in values.items() if value != base[name])
-        if given is not None and moved:
-            raise TypeError(
-                f"compare_benchmarks got {label}= and the keyword(s) {moved}: pass each "
-                f"setting once, inside {label}= or as a keyword"
-            )
-    if judge is not None:
-        rule = Judge.from_mapping(judge)
+def _comparison_timing(
+    options: LatencyOptions | Mapping[str, Any] | None, judge: Judge
+) -> LatencyOptions:
+    """The timing of a comparison: ``options`` over COMPARE_DEFAULTS (a mapping) or as given
+    (a LatencyOptions), with the rounds and the noise level the judge decides. A setting the
+    judge owns, or one a comparison does not use, is refused when it was set (a mapping key,
+    or an object field moved from its default): silently dropping it would be a guess."""
+    if isinstance(options, LatencyOptions):
+        given = [
+            n for n in (*_JUDGED, *_UNUSED) if getattr(options, n) != getattr(MEASURE_DEFAULTS, n)
+        ]
+    elif isinstance(options, Mapping):
+        given = [n for n in (*_JUDGED, *_UNUSED) if n in options]
     else:
-        rule = Judge(min_blocks=flat["min_blocks"], **rules)
-    if options is not None:
-        return LatencyOptions.from_mapping(options, base=COMPARE_DEFAULTS), rule
-    timing = LatencyOptions(
-        **flat,
-        min_block_time=COMPARE_DEFAULTS.min_block_time,
-        noise_threshold=rule.max_noise,
-    )
-    return timing, rule
+        given = []
+    for name in given:
+        if name in _JUDGED:
+            raise TypeError(
+                f"compare_benchmarks(options={{{name!r}: ...}}): in a comparison the judge "
+                f"decides this; pass judge={{{_JUDGED[name]!r}: ...}} instead"
+            )
+        raise TypeError(
+            f"compare_benchmarks(options={{{name!r}: ...}}) is not used by a comparison "
+            "(it is measure_latency's stop rule; a comparison stops when the interval is "
+            "narrower than judge min_effect, or at options max_run_time): drop it"
+        )
+    timing = LatencyOptions.from_mapping(options, base=COMPARE_DEFAULTS)
+    return replace(timing, min_blocks=judge.min_blocks, noise_threshold=judge.max_noise)
 
 
 def _as_benchmark(report: Any, argument: str) -> BenchmarkReport:
@@ -247,14 +209,6 @@ class _Timed:
     method: str
 
 
-def _first_call(workload: Workload, sync: Callable[[], None], clock: Clock) -> tuple[Any, float]:
-    sync()
-    start = clock()
-    output = workload()
-    sync()
-    return output, clock() - start
-
-
 def _time_pair(
     pair: _Pair, options: LatencyOptions, judge: Judge, device: Any, sync: Callable[[], None]
 ) -> _Timed:
@@ -263,8 +217,8 @@ def _time_pair(
 
     clock = options.clock if options.clock is not None else time.perf_counter
     monitor = HostMonitor() if options.clock is None else None
-    base_out, base_first = _first_call(pair.baseline, sync, clock)
-    cand_out, cand_first = _first_call(pair.candidate, sync, clock)
+    base_out, base_first = first_call(pair.baseline, sync, clock)
+    cand_out, cand_first = first_call(pair.candidate, sync, clock)
     check_result = run_check(pair.check, base_out, cand_out)
     del base_out, cand_out
     run = run_interleaved(
@@ -293,25 +247,25 @@ def _side_reports(
         (run.candidate_blocks, run.candidate_trace, run.candidate_calls_per_block),
     )
     for index, (blocks, trace, per_block) in enumerate(sides):
-        noise = classify_blocks(blocks, trace)
-        section, side_diagnostics = latency_section(
+        sampled = SampledBlocks(
             blocks,
             timed.first_calls[index],
-            work_units=pair.work_units,
-            unit=pair.unit,
-            synchronized=is_synchronized(device),
             calls_per_block=per_block,
             warmup_calls=run.warmup_calls,
             total_time_s=run.total_time_s,
-            noise_threshold=options.noise_threshold,
-            timer=options.timer,
-            settings=settings,
             stop_reason=run.stop_reason,
-            min_blocks=options.min_blocks,
-            noise=noise,
+            noise=classify_blocks(blocks, trace),
+        )
+        section, side_diagnostics = latency_section(
+            sampled,
+            options,
+            work_units=pair.work_units,
+            unit=pair.unit,
+            synchronized=is_synchronized(device),
+            settings=settings,
         )
         if timed.host is not None:
-            side_diagnostics += host_diagnostics(timed.host, noise, "latency.warmed")
+            side_diagnostics += host_diagnostics(timed.host, sampled.noise, "latency.warmed")
         if index == 0:
             diagnostics += [d for d in side_diagnostics if d.code in ("too_few_blocks",)]
         reports.append(
@@ -369,7 +323,8 @@ def _compare_workloads(
     run = timed.run
     settings: dict[str, Any] = {
         **judge.settings(),
-        **options.settings(),
+        # what the comparison used: measure_latency's stop rule is never applied here
+        **{k: v for k, v in options.settings().items() if k not in _UNUSED},
         "interleaved": True,
         "paired_bootstrap": True,
         "stop_reason": run.stop_reason,

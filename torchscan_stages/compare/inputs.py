@@ -51,8 +51,8 @@ def compare_paths(
                 )
         return compare_reports(reports[0], reports[1])  # type: ignore[arg-type]
     if len(reports) == 2 and all(isinstance(r, BenchmarkReport) for r in reports):
-        options = {} if min_effect is None else {"min_effect": min_effect}
-        return compare_benchmarks(reports[0], reports[1], **options)  # type: ignore[arg-type]
+        judge = {} if min_effect is None else {"min_effect": min_effect}
+        return compare_benchmarks(reports[0], reports[1], judge=judge)  # type: ignore[arg-type]
     kinds = ", ".join(r.kind for r in reports)
     raise ValueError(
         "expected two analysis reports, two benchmark reports or one "

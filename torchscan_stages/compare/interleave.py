@@ -29,7 +29,7 @@ import numpy as np
 
 from ..measure.host import BlockTrace
 from ..measure.latency import calibrate_block, probe_for, probed_block, timer_resolution
-from ..measure.latency_options import LatencyOptions
+from ..measure.latency_options import LatencyOptions, Probe
 from ..stats import quantile
 from ..workloads import Workload
 
@@ -39,7 +39,6 @@ LOCATION_LEVEL = 0.1
 STOP_NARROW = "interval_narrower_than_min_effect"
 STOP_BUDGET = "time_budget"
 STOP_BACKSTOP = "wall_clock_backstop"
-CHECK_RESAMPLES = 300  # bootstrap resamples of each stop check (the final interval uses more)
 CHECK_GROWTH = 1.25
 
 Enough = Callable[["InterleavedRun"], bool]
@@ -109,6 +108,39 @@ def run_interleaved(
     deadline = time.monotonic() + options.backstop_s
     probe = probe_for(options)
     begin = read()
+    run = _calibrated(baseline, candidate, sync, read, options, deadline)
+    sides = [
+        _Side(baseline, run.baseline_calls_per_block, run.baseline_blocks, run.baseline_trace),
+        _Side(candidate, run.candidate_calls_per_block, run.candidate_blocks, run.candidate_trace),
+    ]
+    if control:
+        sides.append(
+            _Side(baseline, run.baseline_calls_per_block, run.control_blocks, run.control_trace)
+        )
+    _sample_rounds(run, sides, options, (sync, read, probe), deadline, enough, seed)
+    run.total_time_s = read() - begin
+    return run
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One block slot of a round: what runs, how many calls, where its blocks go."""
+
+    workload: Workload
+    calls: int
+    blocks: list[float]
+    trace: BlockTrace
+
+
+def _calibrated(
+    baseline: Workload,
+    candidate: Workload,
+    sync: Callable[[], None],
+    read: Callable[[], float],
+    options: LatencyOptions,
+    deadline: float,
+) -> InterleavedRun:
+    """Both sides warmed up alternately and calibrated: an empty run with one block size."""
     warmup_calls = _warm_both(baseline, candidate, read, options.warmup, deadline)
     sync()
     resolution = timer_resolution(read)
@@ -123,52 +155,57 @@ def run_interleaved(
         )
         for side in (baseline, candidate)
     ]
-    run = InterleavedRun(
+    # one block size for every side: under load a block's per-call average depends on how
+    # many calls it holds (a longer block catches a preemption more often but spreads it
+    # over more calls), so sides of unequal block sizes are not exchangeable and even an
+    # A/A pair would differ; the larger size keeps both above the target
+    per_block = max(c.calls_per_block for c in cal)
+    return InterleavedRun(
         [],
         [],
-        # one block size for every side: under load a block's per-call average depends on
-        # how many calls it holds (a longer block catches a preemption more often but
-        # spreads it over more calls), so sides of unequal block sizes are not exchangeable
-        # and even an A/A pair would differ; the larger size keeps both above the target
-        max(c.calls_per_block for c in cal),
-        max(c.calls_per_block for c in cal),
+        per_block,
+        per_block,
         warmup_calls,
         2 * warmup_calls + cal[0].calls_made + cal[1].calls_made,
         0.0,
     )
-    sides = [
-        (baseline, run.baseline_calls_per_block, run.baseline_blocks, run.baseline_trace),
-        (candidate, run.candidate_calls_per_block, run.candidate_blocks, run.candidate_trace),
-    ]
-    if control:
-        sides.append(
-            (baseline, run.baseline_calls_per_block, run.control_blocks, run.control_trace)
-        )
-    per_round = sum(calls for _, calls, _, _ in sides)
+
+
+def _sample_rounds(
+    run: InterleavedRun,
+    sides: list[_Side],
+    options: LatencyOptions,
+    timing: tuple[Callable[[], None], Callable[[], float], Probe | None],
+    deadline: float,
+    enough: Enough | None,
+    seed: int,
+) -> None:
+    """Rounds of one block per side in a seeded random order, until the stop rule says."""
+    sync, read, probe = timing
+    per_round = sum(side.calls for side in sides)
     shuffle = random.Random(seed)
     run_start = read()
     next_check = options.min_blocks
     while True:
-        order = shuffle.sample(sides, len(sides))
-        for workload, calls, blocks, trace in order:
-            blocks.append(probed_block(workload, calls, sync, read, probe, trace))
+        for side in shuffle.sample(sides, len(sides)):
+            side.blocks.append(
+                probed_block(side.workload, side.calls, sync, read, probe, side.trace)
+            )
         run.calls_made += per_round
         elapsed = read() - run_start
         rounds = len(run.baseline_blocks)
         if elapsed >= options.max_run_time:
             run.stop_reason = STOP_BUDGET
-            break
+            return
         if time.monotonic() >= deadline:
             run.stop_reason = STOP_BACKSTOP
-            break
+            return
         if elapsed < options.min_run_time or rounds < max(options.min_blocks, next_check):
             continue
         next_check = math.ceil(rounds * CHECK_GROWTH)
         if enough is not None and enough(run):
             run.stop_reason = STOP_NARROW
-            break
-    run.total_time_s = read() - begin
-    return run
+            return
 
 
 @dataclass(frozen=True)
@@ -265,11 +302,6 @@ def ratio_of_locations(
         paired=paired,
         level=level,
     )
-
-
-def interval_settled(estimate: RatioEstimate, min_effect: float) -> bool:
-    """The adaptive stop: the interval is narrower than the minimum effect (relative width)."""
-    return (estimate.high - estimate.low) / estimate.ratio < min_effect
 
 
 def latency_verdict(estimate: RatioEstimate, *, min_effect: float) -> tuple[str, str]:

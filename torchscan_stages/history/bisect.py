@@ -16,12 +16,14 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..compare.benchmarks import DEFAULT_MIN_EFFECT, compare_benchmarks
+from ..compare.benchmarks import compare_benchmarks
+from ..compare.deltas import Judge
+from ..measure.latency_options import moved_into_options
 from ..report import BenchmarkReport, load_report, save_report
 from .cache import ReportCache, cache_dir, metric_result
 from .gitread import GitError, ObjectReader, commits_between, resolve
@@ -68,14 +70,15 @@ class MetricNameError(BisectError, ValueError):
 _LATENCY_DELTA = {"warmed_median_s": "latency.warmed", "throughput_per_s": "throughput"}
 
 
-def verdict(before: Any, after: Any, name: str, min_effect: float) -> tuple[str, float | None]:
-    """compare_benchmarks' verdict (and ratio) for flat metric ``name`` between two reports."""
+def verdict(before: Any, after: Any, name: str, judge: Judge) -> tuple[str, float | None]:
+    """compare_benchmarks' verdict (and ratio) for flat metric ``name`` between two reports;
+    a count is exact, judged against ``judge.min_effect``."""
     if isinstance(before, BenchmarkReport) and isinstance(after, BenchmarkReport):
         wanted = _LATENCY_DELTA.get(name)
         if wanted is None and name.startswith("peak_") and name.endswith("_bytes"):
             wanted = "memory." + name.removeprefix("peak_").removesuffix("_bytes")
         if wanted is not None:
-            comparison = compare_benchmarks(before, after, min_effect=min_effect)
+            comparison = compare_benchmarks(before, after, judge=judge)
             for delta in comparison.deltas:
                 if delta.metric == wanted or delta.metric.startswith(wanted):
                     return delta.verdict, delta.ratio
@@ -87,7 +90,7 @@ def verdict(before: Any, after: Any, name: str, min_effect: float) -> tuple[str,
     if old.value <= 0:
         return "inconclusive", None
     ratio = float(new.value) / float(old.value)  # a count: exact, as _count_deltas judges it
-    if abs(ratio - 1.0) <= min_effect:
+    if abs(ratio - 1.0) <= judge.min_effect:
         return "no_difference", ratio
     return ("increased" if ratio > 1.0 else "decreased"), ratio
 
@@ -172,17 +175,21 @@ def worktree_measure(repo: Path, stage: str, env: dict[str, str] | None = None) 
     return measure
 
 
+@moved_into_options(judge=Judge)
 def bisect_step(
     repo: str | os.PathLike[str],
     good: str,
     bad: str,
     metric: str,
     *,
-    min_effect: float = DEFAULT_MIN_EFFECT,
+    judge: Judge | Mapping[str, Any] | None = None,
     measure: Measure | None = None,
 ) -> BisectResult:
     """The first commit after ``good`` whose ``metric`` is like ``bad``'s, by binary search
-    over the first-parent commits between them; "inconclusive" when a probe is neither."""
+    over the first-parent commits between them; "inconclusive" when a probe is neither.
+    ``judge`` (a :class:`Judge` or a mapping of its fields) decides each pair of reports,
+    as compare_benchmarks decides saved reports."""
+    rule = Judge.from_mapping(judge)  # refused before any git work
     root = Path(repo)
     good_sha, bad_sha = resolve(root, good), resolve(root, bad)
     chain = [good_sha] + [c.sha for c in commits_between(root, good_sha, bad_sha)]
@@ -204,7 +211,7 @@ def bisect_step(
             reports[sha] = (found, source) if found is not None else (run(sha), "measured")
         return reports[sha][0]
 
-    direction, ratio = verdict(report_at(good_sha), report_at(bad_sha), name, min_effect)
+    direction, ratio = verdict(report_at(good_sha), report_at(bad_sha), name, rule)
     if direction not in CHANGED:
         reason = f"GOOD and BAD are not told apart ({direction}); nothing to bisect"
         return BisectResult(label, "inconclusive", good_sha, bad_sha, None, reason, probes)
@@ -212,8 +219,8 @@ def bisect_step(
     while hi - lo > 1:
         mid = (lo + hi) // 2
         probe = report_at(chain[mid])
-        vs_good, r = verdict(report_at(good_sha), probe, name, min_effect)
-        vs_bad, _ = verdict(probe, report_at(bad_sha), name, min_effect)
+        vs_good, r = verdict(report_at(good_sha), probe, name, rule)
+        vs_bad, _ = verdict(probe, report_at(bad_sha), name, rule)
         probes.append(Probe(chain[mid], reports[chain[mid]][1], vs_good, vs_bad, r))
         if vs_good == "no_difference" and vs_bad == direction:
             lo = mid

@@ -53,13 +53,12 @@ from ..report import (
     BenchmarkReport,
     Diagnostic,
     HostState,
-    LatencyNoise,
     LatencySection,
-    LatencyStats,
     MetricResult,
 )
 from ..stats import median_precision, relative_iqr, summarize
 from ..workloads import Workload, eager_compiled_code, lazy_output_diagnostic
+from .block_summary import SampledBlocks, latency_section
 from .host import BlockTrace, HostMonitor, classify_blocks, host_diagnostics, process_probe
 from .latency_options import (
     MAX_CALLS_PER_BLOCK,
@@ -74,8 +73,7 @@ from .work_probe import WorkProbe
 
 Progress = Callable[[str], None]
 
-# The defaults live in LatencyOptions; these names stay for code that imported them.
-__all__ = ["Clock", "LatencyOptions", "measure_latency"]
+__all__ = ["measure_latency"]
 
 
 def timer_resolution(clock: Clock, *, max_reads: int = 100_000) -> float | None:
@@ -312,6 +310,33 @@ def _sample_blocks(
             stage_start = now
 
 
+def first_call(workload: Workload, sync: Callable[[], None], clock: Clock) -> tuple[Any, float]:
+    """One synchronised call timed alone (all lazy work included): (its output, seconds)."""
+    sync()
+    start = clock()
+    output = workload()
+    sync()
+    return output, clock() - start
+
+
+def _run_settings(
+    options: LatencyOptions,
+    calibration: BlockCalibration,
+    sampling: _Blocks,
+    clock: tuple[float | None, float],
+) -> dict[str, Any]:
+    """What a latency section records of how it was timed: the options, the calibrated
+    block, the clock's (resolution, overhead of an empty timed region) and the restarts."""
+    return {
+        **options.settings(),
+        "target_block_time_s": calibration.target_block_time_s,
+        "timer_resolution_s": clock[0],
+        "timed_region_overhead_s": clock[1],
+        "block_escalations": sampling.escalations,
+        "discarded_blocks": sampling.discarded,
+    }
+
+
 def run_latency(
     workload: Workload,
     options: LatencyOptions = MEASURE_DEFAULTS,
@@ -331,11 +356,7 @@ def run_latency(
     resolution = timer_resolution(read)
     overhead = measure_overhead(sync, read)
     begin = read()
-    sync()
-    t0 = read()
-    output = workload()
-    sync()
-    first_call = read() - t0
+    output, first = first_call(workload, sync, read)
     lazy = lazy_output_diagnostic(output, "latency.throughput")
     del output
     probe = WorkProbe()
@@ -354,32 +375,28 @@ def run_latency(
         workload, options, sampling, (sync, read, probe_for(options)), deadline, progress
     )
     settings = {
-        **options.settings(),
-        "target_block_time_s": calibration.target_block_time_s,
-        "timer_resolution_s": resolution,
-        "timed_region_overhead_s": overhead,
-        "block_escalations": sampling.escalations,
-        "discarded_blocks": sampling.discarded,
+        **_run_settings(options, calibration, sampling, (resolution, overhead)),
         "work_units": work_units,
         "unit": unit,
     }
     noise = classify_blocks(sampling.values, sampling.trace)
-    section, diagnostics = latency_section(
+    sampled = SampledBlocks(
         sampling.values,
-        first_call,
-        work_units=work_units,
-        unit=unit,
-        synchronized=is_synchronized(device),
+        first,
         calls_per_block=sampling.per_block,
         warmup_calls=warmup_calls,
         total_time_s=read() - begin,
-        noise_threshold=options.noise_threshold,
-        timer=options.timer,
         calibration_calls=calibration.calls_made,
         stop_reason=sampling.stop_reason,
-        settings=settings,
-        min_blocks=options.min_blocks,
         noise=noise,
+    )
+    section, diagnostics = latency_section(
+        sampled,
+        options,
+        work_units=work_units,
+        unit=unit,
+        synchronized=is_synchronized(device),
+        settings=settings,
     )
     # an injected clock simulates the cost: its workload need dispatch no operator
     work = probe.diagnostic("latency.throughput")
@@ -395,77 +412,6 @@ def run_latency(
         diagnostics.append(warning)
     calls = 1 + warmup_calls + calibration.calls_made + sampling.calls
     return LatencyRun(section=section, diagnostics=diagnostics, calls=calls, host=host)
-
-
-def latency_section(
-    blocks: list[float],
-    first_call: float,
-    *,
-    work_units: float,
-    unit: str,
-    synchronized: bool,
-    calls_per_block: int,
-    warmup_calls: int,
-    total_time_s: float,
-    noise_threshold: float,
-    timer: str,
-    settings: dict[str, Any],
-    calibration_calls: int = 0,
-    stop_reason: str | None = None,
-    min_blocks: int = 1,
-    noise: LatencyNoise | None = None,
-) -> tuple[LatencySection, list[Diagnostic]]:
-    """The latency section (and its diagnostics) from raw per-call block averages.
-
-    Shared by measure_latency and the interleaved comparison so both report latency alike.
-    Fewer than ``min_blocks`` blocks keep their median (it was measured) but get a
-    ``too_few_blocks`` warning and no relative IQR: one block has an IQR of 0 that says
-    nothing about stability.
-    """
-    stats = summarize(blocks)
-    diagnostics = _spread_diagnostics(stats.relative_iqr, stats.count, noise_threshold, min_blocks)
-    if stop_reason == "wall_clock_backstop":
-        diagnostics.append(
-            Diagnostic(
-                code="timing_backstop",
-                severity="warning",
-                metric="latency.warmed",
-                message="the timing clock did not reach max_run_time within the wall-clock "
-                "backstop (time.monotonic); the clock may not be advancing",
-            )
-        )
-    method = "wall_clock_synchronized" if synchronized else "wall_clock"
-    throughput, below = _throughput(stats.median, work_units, unit)
-    diagnostics += below
-    scope = "warmed_block_average"
-    judged = stats.count >= min_blocks and math.isfinite(stats.relative_iqr)
-    section = LatencySection(
-        first_call=MetricResult.complete(first_call, unit="s", scope="first_call", method=method),
-        warmed=MetricResult.complete(stats.median, unit="s", scope=scope, method=method),
-        throughput=throughput,
-        stats=LatencyStats(
-            median=stats.median,
-            q1=stats.q1,
-            q3=stats.q3,
-            iqr=stats.iqr,
-            min=stats.min,
-            max=stats.max,
-            mean=stats.mean,
-            blocks=stats.count,
-            calls_per_block=calls_per_block,
-            warmup_calls=warmup_calls,
-            total_time_s=total_time_s,
-            relative_iqr=stats.relative_iqr if judged else None,
-            calibration_calls=calibration_calls,
-            stop_reason=stop_reason,
-        ),
-        block_times_s=blocks,
-        timer=timer,
-        synchronized=synchronized,
-        settings=settings,
-        noise=noise,
-    )
-    return section, diagnostics
 
 
 def _mark_no_work(
@@ -527,57 +473,7 @@ def _mark_stuck_clock(section: LatencySection, diagnostics: list[Diagnostic]) ->
     return section.model_copy(update=update)
 
 
-def _spread_diagnostics(
-    rel: float, count: int, noise_threshold: float, min_blocks: int
-) -> list[Diagnostic]:
-    if count < min_blocks:
-        return [
-            Diagnostic(
-                code="too_few_blocks",
-                severity="warning",
-                metric="latency.warmed",
-                message=(
-                    f"only {count} warmed block(s) fit in max_run_time, fewer than min_blocks "
-                    f"{min_blocks}: the median is measured but its spread cannot be judged; "
-                    "raise max_run_time for a stable figure"
-                ),
-            )
-        ]
-    if rel > noise_threshold:
-        return [
-            Diagnostic(
-                code="latency_noisy",
-                severity="warning",
-                metric="latency.warmed",
-                message=(
-                    f"IQR/median of warmed block averages is {rel:.1%}, above the noise "
-                    f"threshold {noise_threshold:.1%} ({count} blocks); other load, frequency "
-                    "scaling or a variable workload may dominate"
-                ),
-            )
-        ]
-    return []
-
-
-def _throughput(
-    median: float, work_units: float, unit: str
-) -> tuple[MetricResult, list[Diagnostic]]:
-    scope, method = "warmed_block_average", "work_units_per_median_latency"
-    if median > 0:
-        value = MetricResult.complete(
-            work_units / median, unit=f"{unit}/s", scope=scope, method=method
-        )
-        return value, []
-    diagnostic = Diagnostic(
-        code="latency_below_resolution",
-        metric="latency.throughput",
-        message="the warmed median is 0 s (below the clock's resolution); "
-        "throughput cannot be derived",
-    )
-    return MetricResult.unavailable(unit=f"{unit}/s", scope=scope, method=method), [diagnostic]
-
-
-@moved_into_options("latency")
+@moved_into_options(options=LatencyOptions)
 def measure_latency(
     workload: Workload,
     *,

@@ -10,6 +10,7 @@ workload runs, wherever it came from.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
@@ -124,10 +125,10 @@ class LatencyOptions:
 
 
 # One place for the defaults. A comparison measures longer than a single latency pass: its
-# interval must become narrower than the minimum effect, so its time budget is larger, and it
-# needs more rounds before a verdict. Everything else is shared.
+# interval must become narrower than the minimum effect, so its time budget is larger (the
+# rounds it needs before a verdict are its Judge's min_blocks). Everything else is shared.
 MEASURE_DEFAULTS = LatencyOptions()
-COMPARE_DEFAULTS = LatencyOptions(min_run_time=0.5, max_run_time=8.0, min_blocks=10)
+COMPARE_DEFAULTS = LatencyOptions(min_run_time=0.5, max_run_time=8.0)
 
 
 def validate_work(work_units: object, unit: object) -> None:
@@ -142,24 +143,46 @@ def validate_work(work_units: object, unit: object) -> None:
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-# the settings each options object carries, as the flat keywords they used to be
-_OPTION_FIELDS = {"latency": frozenset(f.name for f in fields(LatencyOptions))}
 
 
-def moved_into_options(kind: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
-    """For one release: a former flat keyword of a setting that now lives in ``options=``
-    gets a TypeError naming its new spelling, not Python's bare "unexpected keyword"."""
-    names = _OPTION_FIELDS[kind]
+def moved_into_options(
+    *, renamed: Mapping[str, str] | None = None, **homes: Any
+) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """For one release: a former flat keyword of a setting that now lives in an options
+    object gets a TypeError naming its new spelling, not Python's bare "unexpected keyword".
+
+    ``homes`` maps each options keyword of the function to its dataclass
+    (``options=LatencyOptions``, ``judge=Judge``); a field is looked up in the order given,
+    so a setting two objects hold is named in the first. ``renamed`` maps a former synonym
+    of an options keyword to it (``{"latency_options": "options"}``).
+    """
+    moved: dict[str, tuple[str, str]] = {}
+    for keyword, kind in homes.items():
+        for name in (f.name for f in fields(kind)):
+            moved.setdefault(name, (keyword, kind.__name__))
+    synonyms = dict(renamed or {})
 
     def wrap(function: Callable[_P, _R]) -> Callable[_P, _R]:
+        own = set(inspect.signature(function).parameters)
+        clash = sorted(own & (set(moved) | set(synonyms)))
+        if clash:  # a keyword of its own would be refused as moved
+            raise TypeError(f"{function.__name__} has its own keyword(s) {clash}")
+
         @functools.wraps(function)
         def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-            moved = sorted(set(kwargs) & names)
-            if moved:
-                first = moved[0]
+            old = sorted(set(kwargs) & set(synonyms))
+            if old:
                 raise TypeError(
-                    f"{function.__name__}({first}=...) moved into options=: pass "
-                    f"options={{{first!r}: ...}} or options=LatencyOptions({first}=...)"
+                    f"{function.__name__}({old[0]}=...) is now {synonyms[old[0]]}=: pass the "
+                    f"same object or mapping as {synonyms[old[0]]}=..."
+                )
+            flat = sorted(set(kwargs) & set(moved))
+            if flat:
+                first = flat[0]
+                keyword, kind = moved[first]
+                raise TypeError(
+                    f"{function.__name__}({first}=...) moved into {keyword}=: pass "
+                    f"{keyword}={{{first!r}: ...}} or {keyword}={kind}({first}=...)"
                 )
             return function(*args, **kwargs)
 

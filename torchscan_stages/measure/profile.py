@@ -112,6 +112,57 @@ def _shapes(shapes: Any) -> str:
     return repr(shapes) if shapes is not None else "[]"
 
 
+def _operators(prof: profile, has_device: bool) -> list[ProfiledOperator]:
+    """One row per operator, with up to MAX_SHAPES_PER_OPERATOR distinct input shapes."""
+    shapes: dict[str, list[str]] = {}
+    for event in prof.key_averages(group_by_input_shape=True):
+        listed = shapes.setdefault(event.key, [])
+        text = _shapes(event.input_shapes)
+        if text not in listed and len(listed) < MAX_SHAPES_PER_OPERATOR:
+            listed.append(text)
+    return [
+        ProfiledOperator(
+            name=event.key,
+            calls=int(event.count),
+            self_cpu_time_s=event.self_cpu_time_total * _US,
+            cpu_time_total_s=event.cpu_time_total * _US,
+            self_device_time_s=_device_us(event, "self_") * _US if has_device else None,
+            device_time_total_s=_device_us(event, "") * _US if has_device else None,
+            input_shapes=shapes.get(event.key, []),
+        )
+        for event in prof.key_averages()
+    ]
+
+
+_SORT_ATTRIBUTE = {
+    "self_cpu_time_total": "self_cpu_time_s",
+    "cpu_time_total": "cpu_time_total_s",
+    "self_device_time_total": "self_device_time_s",
+    "device_time_total": "device_time_total_s",
+    "count": "calls",
+}
+
+
+def _sort(
+    operators: list[ProfiledOperator], sort_by: str, device: torch.device, has_device: bool
+) -> tuple[str, Diagnostic | None]:
+    """Sort in place by ``sort_by``, or by self CPU time where no device time was recorded
+    (said in an info diagnostic); returns the key used."""
+    note = None
+    if sort_by in ("self_device_time_total", "device_time_total") and not has_device:
+        note = Diagnostic(
+            code="profile_sort_without_device",
+            severity="info",
+            metric="profile",
+            message=f"sort_by={sort_by!r} on {device.type}: no device times were recorded, "
+            "operators are sorted by self CPU time instead",
+        )
+        sort_by = "self_cpu_time_total"
+    attribute = _SORT_ATTRIBUTE[sort_by]
+    operators.sort(key=lambda op: (getattr(op, attribute) or 0, op.name), reverse=True)
+    return sort_by, note
+
+
 def run_profile(
     workload: Workload,
     device: torch.device,
@@ -134,48 +185,12 @@ def run_profile(
         sync()
     lazy = lazy_output_diagnostic(output, "profile")
     del output
-
-    shapes: dict[str, list[str]] = {}
-    for event in prof.key_averages(group_by_input_shape=True):
-        listed = shapes.setdefault(event.key, [])
-        text = _shapes(event.input_shapes)
-        if text not in listed and len(listed) < MAX_SHAPES_PER_OPERATOR:
-            listed.append(text)
     has_device = device.type == "cuda"
-    operators = [
-        ProfiledOperator(
-            name=event.key,
-            calls=int(event.count),
-            self_cpu_time_s=event.self_cpu_time_total * _US,
-            cpu_time_total_s=event.cpu_time_total * _US,
-            self_device_time_s=_device_us(event, "self_") * _US if has_device else None,
-            device_time_total_s=_device_us(event, "") * _US if has_device else None,
-            input_shapes=shapes.get(event.key, []),
-        )
-        for event in prof.key_averages()
-    ]
+    operators = _operators(prof, has_device)
     diagnostics: list[Diagnostic] = [lazy] if lazy is not None else []
-    if sort_by in ("self_device_time_total", "device_time_total") and not has_device:
-        diagnostics.append(
-            Diagnostic(
-                code="profile_sort_without_device",
-                severity="info",
-                metric="profile",
-                message=f"sort_by={sort_by!r} on {device.type}: no device times were recorded, "
-                "operators are sorted by self CPU time instead",
-            )
-        )
-        sort_by_used = "self_cpu_time_total"
-    else:
-        sort_by_used = sort_by
-    attribute = {
-        "self_cpu_time_total": "self_cpu_time_s",
-        "cpu_time_total": "cpu_time_total_s",
-        "self_device_time_total": "self_device_time_s",
-        "device_time_total": "device_time_total_s",
-        "count": "calls",
-    }[sort_by_used]
-    operators.sort(key=lambda op: (getattr(op, attribute) or 0, op.name), reverse=True)
+    sort_by_used, note = _sort(operators, sort_by, device, has_device)
+    if note is not None:
+        diagnostics.append(note)
     written: str | None = None
     if trace_path is not None:
         failed = _export_trace(prof, Path(trace_path))

@@ -153,14 +153,16 @@ def _timed_comparison(
                 check=allclose_check(rtol, atol),
                 work_units=cfg.input.work_units,
                 unit=cfg.input.unit,
-                warmup=cfg.compare.warmup,
-                min_run_time=cfg.compare.min_run_time,
-                max_run_time=cfg.compare.max_run_time,
                 memory=True,
                 device=baseline.device,
                 baseline_name=baseline.name,
                 candidate_name=candidate.name,
-                seed=cfg.seed,
+                options={
+                    "warmup": cfg.compare.warmup,
+                    "min_run_time": cfg.compare.min_run_time,
+                    "max_run_time": cfg.compare.max_run_time,
+                },
+                judge={"seed": cfg.seed},
             )
     except Exception:
         if not failures:

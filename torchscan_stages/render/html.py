@@ -551,10 +551,6 @@ def _same_flops_elsewhere(report: AnyReport, reports: list[AnyReport]) -> str | 
     return None
 
 
-def _items(report: FlopReport) -> list[tuple[str, Any]]:
-    return list(report.by_operator.items())
-
-
 def _operator_counts(report: FlopReport) -> tuple[object, ...]:
     """What a reader compares in two operator counts: status, totals, per-operator calls and
     FLOPs (the scope differs by design: a crawl's ``forward``, a workload's ``workload``)."""

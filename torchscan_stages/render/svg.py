@@ -193,6 +193,116 @@ def _marker(kind: str, x: float, y: float, cls: str) -> str:
 TICK_CHAR_PX = 7
 
 
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    """A line chart's geometry: categorical x positions, a y axis from 0 to ``y_max``."""
+
+    width: int
+    height: int
+    left: int
+    top: int
+    plot_w: int
+    plot_h: int
+    y_max: float
+    x_labels: Sequence[str]
+    index: dict[str, int]
+
+    def sx(self, x: str) -> float:
+        if len(self.x_labels) <= 1:
+            return self.left + self.plot_w / 2
+        return self.left + self.index[x] * (self.plot_w / (len(self.x_labels) - 1))
+
+    def sy(self, v: float) -> float:
+        return self.top + self.plot_h - v / self.y_max * self.plot_h
+
+
+def _frame(ticks: list[float], x_labels: Sequence[str], fmt: Callable[[float], str]) -> _Frame:
+    # the left margin fits the longest y label ("1.20 k samples/s"): never clipped
+    widest = max((len(fmt(tick)) for tick in ticks), default=0)
+    width, left, right, top, bottom = 640, max(78, TICK_CHAR_PX * widest + 12), 120, 14, 40
+    width += left - 78  # the plot keeps its width
+    height = 240
+    return _Frame(
+        width,
+        height,
+        left,
+        top,
+        width - left - right,
+        height - top - bottom,
+        ticks[-1] or 1.0,
+        x_labels,
+        {x: i for i, x in enumerate(x_labels)},
+    )
+
+
+def _axes(frame: _Frame, ticks: list[float], fmt: Callable[[float], str], x_text: str) -> list[str]:
+    """Grid lines with their y labels, the x labels and the x axis' title."""
+    left, plot_w, height = frame.left, frame.plot_w, frame.height
+    parts = []
+    for tick in ticks:
+        y = _fmt(frame.sy(tick))
+        parts.append(
+            f'<line class="grid" x1="{left}" y1="{y}" x2="{left + plot_w}" y2="{y}"/>'
+            f'<text class="tick" x="{left - 6}" y="{_fmt(frame.sy(tick) + 4)}" text-anchor="end">'
+            f"{_e(fmt(tick))}</text>"
+        )
+    for x in frame.x_labels:
+        parts.append(
+            f'<text class="tick" x="{_fmt(frame.sx(x))}" y="{height - 20}" text-anchor="middle">'
+            f"{_e(x)}</text>"
+        )
+    parts.append(
+        f'<text class="tick" x="{left + plot_w / 2:.0f}" y="{height - 4}" '
+        f'text-anchor="middle">{_e(x_text)}</text>'
+    )
+    return parts
+
+
+def _reference_line(frame: _Frame, reference: tuple[str, float]) -> str:
+    left, plot_w = frame.left, frame.plot_w
+    ref_y = _fmt(frame.sy(reference[1]))
+    return (
+        f'<line class="ref" x1="{left}" y1="{ref_y}" x2="{left + plot_w}" y2="{ref_y}" '
+        f'stroke-dasharray="6 4"/><text class="lbl" x="{left + plot_w + 6}" '
+        f'y="{_fmt(frame.sy(reference[1]) + 4)}">{_e(_short(reference[0]))}</text>'
+    )
+
+
+def _series(frame: _Frame, n: int, name: str, points: list[Point]) -> list[str]:
+    """One series: its lines (broken at unavailable points), markers and legend entry."""
+    cls = f"s{n % 6}"
+    parts = []
+    segment: list[str] = []
+    segments: list[list[str]] = []
+    for p in points:
+        if p.value is None:
+            if segment:
+                segments.append(segment)
+            segment = []
+            continue
+        segment.append(f"{_fmt(frame.sx(p.x))},{_fmt(frame.sy(p.value))}")
+    if segment:
+        segments.append(segment)
+    for seg in segments:
+        parts.append(f'<polyline class="ln {cls}" points="{" ".join(seg)}"/>')
+    shape = _MARKERS[n % len(_MARKERS)]
+    for p in points:
+        if p.value is None:
+            continue
+        hollow = " hollow" if p.status != "complete" else ""
+        parts.append(
+            f"<g><title>{_e(name)}, {_e(p.x)}: {_e(p.title)}</title>"
+            f"{_marker(shape, frame.sx(p.x), frame.sy(p.value), f'mk {cls}{hollow}')}</g>"
+        )
+    ly = frame.top + 14 + n * 20
+    legend_x = frame.left + frame.plot_w
+    parts.append(
+        _marker(shape, legend_x + 18, ly - 4, f"mk {cls}")
+        + f'<text class="lbl" x="{legend_x + 28}" y="{ly}">{_e(_short(name))}</text>'
+    )
+    return parts
+
+
 def line_chart(
     series: dict[str, list[Point]],
     x_labels: Sequence[str],
@@ -207,81 +317,19 @@ def line_chart(
     Partial points are hollow markers (a lower bound); unavailable points are gaps.
     ``reference``: a labelled horizontal line (e.g. the owner's capacity), inside the y range.
     """
-    fmt = formatter
     values = [p.value for pts in series.values() for p in pts if p.value is not None]
     if reference is not None:
         values.append(reference[1])
     ticks = nice_ticks(0.0, max(values) if values else 1.0, 5)
-    # the left margin fits the longest y label ("1.20 k samples/s"): never clipped
-    widest = max((len(fmt(tick)) for tick in ticks), default=0)
-    width, left, right, top, bottom = 640, max(78, TICK_CHAR_PX * widest + 12), 120, 14, 40
-    width += left - 78  # the plot keeps its width
-    height = 240
-    y_max = ticks[-1] or 1.0
-    plot_w, plot_h = width - left - right, height - top - bottom
-    step = plot_w / max(len(x_labels) - 1, 1)
-    index = {x: i for i, x in enumerate(x_labels)}
-
-    def sx(x: str) -> float:
-        return left + (index[x] * step if len(x_labels) > 1 else plot_w / 2)
-
-    def sy(v: float) -> float:
-        return top + plot_h - v / y_max * plot_h
-
+    frame = _frame(ticks, x_labels, formatter)
     parts = [
-        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" aria-label="{_e(label)}">'
+        f'<svg class="chart" viewBox="0 0 {frame.width} {frame.height}" role="img" '
+        f'aria-label="{_e(label)}">'
     ]
-    for tick in ticks:
-        y = _fmt(sy(tick))
-        parts.append(
-            f'<line class="grid" x1="{left}" y1="{y}" x2="{left + plot_w}" y2="{y}"/>'
-            f'<text class="tick" x="{left - 6}" y="{_fmt(sy(tick) + 4)}" text-anchor="end">'
-            f"{_e(fmt(tick))}</text>"
-        )
-    for x in x_labels:
-        parts.append(
-            f'<text class="tick" x="{_fmt(sx(x))}" y="{height - 20}" text-anchor="middle">'
-            f"{_e(x)}</text>"
-        )
-    parts.append(
-        f'<text class="tick" x="{left + plot_w / 2:.0f}" y="{height - 4}" '
-        f'text-anchor="middle">{_e(x_text)}</text>'
-    )
+    parts += _axes(frame, ticks, formatter, x_text)
     if reference is not None:
-        ref_y = _fmt(sy(reference[1]))
-        parts.append(
-            f'<line class="ref" x1="{left}" y1="{ref_y}" x2="{left + plot_w}" y2="{ref_y}" '
-            f'stroke-dasharray="6 4"/><text class="lbl" x="{left + plot_w + 6}" '
-            f'y="{_fmt(sy(reference[1]) + 4)}">{_e(_short(reference[0]))}</text>'
-        )
+        parts.append(_reference_line(frame, reference))
     for n, (name, points) in enumerate(series.items()):
-        cls = f"s{n % 6}"
-        segment: list[str] = []
-        segments: list[list[str]] = []
-        for p in points:
-            if p.value is None:
-                if segment:
-                    segments.append(segment)
-                segment = []
-                continue
-            segment.append(f"{_fmt(sx(p.x))},{_fmt(sy(p.value))}")
-        if segment:
-            segments.append(segment)
-        for seg in segments:
-            parts.append(f'<polyline class="ln {cls}" points="{" ".join(seg)}"/>')
-        shape = _MARKERS[n % len(_MARKERS)]
-        for p in points:
-            if p.value is None:
-                continue
-            hollow = " hollow" if p.status != "complete" else ""
-            parts.append(
-                f"<g><title>{_e(name)}, {_e(p.x)}: {_e(p.title)}</title>"
-                f"{_marker(shape, sx(p.x), sy(p.value), f'mk {cls}{hollow}')}</g>"
-            )
-        ly = top + 14 + n * 20
-        parts.append(
-            _marker(shape, left + plot_w + 18, ly - 4, f"mk {cls}")
-            + f'<text class="lbl" x="{left + plot_w + 28}" y="{ly}">{_e(_short(name))}</text>'
-        )
+        parts += _series(frame, n, name, points)
     parts.append("</svg>")
     return Markup("".join(parts))

@@ -72,27 +72,6 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> lis
     ]
 
 
-def text_table(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = ""
-) -> list[str]:
-    """Columns padded to their widest cell (left-aligned), a rule under the header."""
-    widths = [len(header) for header in headers]
-    for row in rows:
-        widths = [max(width, len(cell)) for width, cell in zip(widths, row, strict=True)]
-
-    def line(cells: Sequence[str]) -> str:
-        return (
-            indent
-            + "  ".join(
-                cell.ljust(width) for cell, width in zip(cells, widths, strict=True)
-            ).rstrip()
-        )
-
-    return [line(headers), indent + "  ".join("-" * width for width in widths)] + [
-        line(row) for row in rows
-    ]
-
-
 # ------------------------------------------------------------------ BenchmarkReport printout
 
 
