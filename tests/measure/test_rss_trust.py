@@ -91,8 +91,15 @@ def test_a_setsid_grandchild_is_ended_on_timeout(tmp_path: Path) -> None:
 @linux_only
 def test_a_witnessed_claim_above_the_parents_own_reading_is_an_error() -> None:
     # a record naming the child itself: the parent reads that process's VmHWM (tens of MiB)
-    # and the claim of 10**15 bytes contradicts it, which is an error, not merely unseen
-    script = CLAIM.replace("'reset': False", "'reset': False, 'pid': os.getpid()")
+    # and the claim of 10**15 bytes contradicts it, which is an error, not merely unseen. The
+    # child waits for the parent's reading as mark_phase does (on a loaded host, a child that
+    # exited first left no process to read, and the claim was only "unwitnessed")
+    script = CLAIM.replace("'reset': False", "'reset': False, 'pid': os.getpid()") + (
+        "from torchscan_stages.measure import rss_phases\n"
+        "fd = rss_phases._parent_pipe()\n"
+        "assert fd is not None, 'no acknowledgement pipe from the parent'\n"
+        "rss_phases._await_parent(fd)\n"
+    )
     report = measure_peak_rss([sys.executable, "-c", script], timeout=60)
     assert report.rss is not None and report.rss.peak.status == "partial"
     (refused,) = [d for d in report.diagnostics if d.code == "rss_phase_above_os"]

@@ -144,7 +144,7 @@ def _mm(rows: int, inner: int, cols: int) -> int:
 # nine keyword-only inputs, over the 8-parameter cap on purpose: they are the formula's own
 # variables (five sizes and the four flags that choose its stages), plain integers and bools
 # as in torch's conv_flop_count; its two callers pass each by name
-def multi_head_attention_flops(
+def multi_head_attention_flops(  # noqa: PLR0913 - the formula's own shape inputs
     *,
     batch: int,
     s_q: int,
