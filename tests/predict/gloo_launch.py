@@ -212,9 +212,15 @@ def fork_world(argv: list[str], run_rank: RunRank) -> int:
     return status
 
 
-def measure_cases(cases: dict[str, Callable[[], None]]) -> dict[str, dict[str, Any]]:
+def measure_cases(
+    cases: dict[str, Callable[[], None]], twice: frozenset[str] = frozenset()
+) -> dict[str, dict[str, Any]]:
     """Each case's ``cpu_tracked_tensors`` peak under ``measure_peak_memory``, in order.
 
+    A case named in ``twice`` is measured twice on every rank (so the collectives stay
+    paired) and records the lower peak: now and then gloo makes a collective's flat copy on
+    the calling thread where the tracker sees it (seen: +55,296 B on one FSDP2 rank of
+    1,235,080), scratch of the backend, not a tensor of the step's.
     A case that raises is recorded with its traceback and the next one still runs (all ranks
     run the same cases in the same order, so their collectives stay paired)."""
     from torchscan_stages.measure.memory import measure_peak_memory
@@ -222,13 +228,18 @@ def measure_cases(cases: dict[str, Callable[[], None]]) -> dict[str, dict[str, A
     results: dict[str, dict[str, Any]] = {}
     for name, case in cases.items():
         try:
-            report = measure_peak_memory(case, device="cpu")
+            reports = [measure_peak_memory(case, device="cpu") for _ in range(1 + (name in twice))]
         except Exception:  # reported to the test that reads this case
             results[name] = {"error": traceback.format_exc()}
             continue
-        assert report.memory is not None, f"case {name}: no memory section"
-        [cpu] = [r for r in report.memory.results if r.scope == "cpu_tracked_tensors"]
-        results[name] = {"status": cpu.status, "peak": cpu.known_value}
+        found = []
+        for report in reports:
+            assert report.memory is not None, f"case {name}: no memory section"
+            [cpu] = [r for r in report.memory.results if r.scope == "cpu_tracked_tensors"]
+            found.append(cpu)
+        low = min(found, key=lambda cpu: cpu.known_value or 0)
+        results[name] = {"status": low.status, "peak": low.known_value}
+        results[name]["peaks"] = [cpu.known_value for cpu in found]
     return results
 
 
