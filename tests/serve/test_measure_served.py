@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from signal_defaults import python_sigint
 
 from torchscan_stages import load_report
 from torchscan_stages.report import ServedReport, save_report
@@ -200,7 +201,9 @@ def test_a_keyboard_interrupt_ends_the_run_and_leaves_nothing() -> None:
         return sample
 
     before = _threads()
-    with pytest.raises(KeyboardInterrupt):
+    # Ctrl-C's handler for the test's duration: a suite started in the background inherits
+    # SIGINT ignored, and the kill would then do nothing
+    with python_sigint(), pytest.raises(KeyboardInterrupt):
         measure_served(interrupting, SAMPLES, scenario="single_stream", options={"duration_s": 0.2})
     assert _back_to(before) == before
 
