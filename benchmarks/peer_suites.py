@@ -1,0 +1,115 @@
+"""The peers' own test suites run against this package: how many results are right?
+
+Run in the benchmark environment (it has the peers): ``python benchmarks/run_all.py
+--setup-only`` once, then ``benchmarks/.venv/bin/python benchmarks/peer_suites.py [--out
+PATH]``. Nothing of the peers' suites is kept in this repository: torchinfo's tests come from
+its sdist, downloaded with pip into a temporary folder at run time; fvcore's sdists ship no
+tests (none of them does), so its cases are the facts its tests state (model shapes and the
+counts they assert), written as data in ``peer_fvcore.py``, and fvcore itself is run beside
+the package on every one. Each case is one peer call, classified as right, wrong (complete
+and wrong: the defect that must be 0), partial (a lower bound or unavailable, with a
+diagnostic), refused (a clear error), crashed (a raw exception: a defect) or not runnable here
+(with the reason). Prints a table and a tally; writes JSON to ``--out`` (default: a temporary
+folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from peer_outputs import VERDICTS, Case, tally  # noqa: E402
+
+
+def fetch_sdist(name: str, version: str, into: Path) -> Path:
+    """``pip download`` the source distribution and unpack it; returns its root folder."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:"]
+        + [f"{name}=={version}", "-d", str(into)],
+        check=True,
+    )
+    (archive,) = into.glob(f"{name}-{version}.tar.gz")
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    return into / f"{name}-{version}"
+
+
+def _row(case: Case) -> str:
+    shown = [
+        f"{c.name}={c.got if c.got is None else round(c.got)}"
+        + ("" if c.verdict == "right" and not c.note else f" [{c.verdict}] {c.note}")
+        for c in case.checks
+        if c.verdict != "right" or c.note
+    ]
+    detail = "; ".join(filter(None, [case.error, *shown]))
+    return f"{case.verdict:<12} {case.peer:<9} {case.test}#{case.call}  {detail}"[:400]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="JSON results path")
+    parser.add_argument("--only", choices=("torchinfo", "fvcore"), default=None)
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    import torch
+
+    torch.set_num_threads(1)
+    started = time.monotonic()
+    cases: list[Case] = []
+    with tempfile.TemporaryDirectory(prefix="peer-suites-") as scratch:
+        if args.only in (None, "torchinfo"):
+            import peer_torchinfo
+
+            root = fetch_sdist("torchinfo", peer_torchinfo.TESTS_VERSION, Path(scratch))
+            cases += peer_torchinfo.run_suite(root)
+        if args.only in (None, "fvcore"):
+            import peer_fvcore
+
+            cases += peer_fvcore.run_cases()
+        out = args.out or Path(scratch).parent / "peer-suites.json"
+        counts = tally(cases)
+        for case in cases:
+            print(_row(case))
+        print()
+        print(f"{'peer':<10}" + "".join(f"{v:>13}" for v in VERDICTS) + f"{'cases':>8}")
+        for peer, row in counts.items():
+            print(f"{peer:<10}" + "".join(f"{row[v]:>13}" for v in VERDICTS), end="")
+            print(f"{sum(row.values()):>8}")
+        document = {
+            "command": " ".join(["benchmarks/peer_suites.py", *(argv or sys.argv[1:])]),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "seconds": round(time.monotonic() - started, 1),
+            "versions": _versions(),
+            "tally": counts,
+            "cases": [c.as_dict() for c in cases],
+        }
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(document, indent=1, default=str), encoding="utf-8")
+        print(f"\nwrote {out} in {document['seconds']} s")
+    return 0
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    names = ("torch", "torchinfo", "fvcore", "torchscan-stages")
+    found = {}
+    for name in names:
+        try:
+            found[name] = version(name)
+        except Exception:  # noqa: BLE001
+            found[name] = "absent"
+    return found
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
