@@ -154,10 +154,21 @@ def compare_figure(
     return Check(name, expected, got, "wrong")
 
 
+def peer_differs(case: Case) -> bool:
+    """A right case where the peer's own figure is not the package's (a convention, or the
+    peer wrong): the note beside the check says which and writes the arithmetic."""
+    return any(
+        c.verdict == "right" and c.note and c.got is not None and c.expected != c.got
+        for c in case.checks
+    )
+
+
 def tally(cases: list[Case]) -> dict[str, dict[str, int]]:
-    """Cases per peer and verdict, every verdict listed (zeros included)."""
+    """Cases per peer and verdict, every verdict listed (zeros included), and how many right
+    cases hold a figure the peer's test states differently (``peer_differs``)."""
     result: dict[str, dict[str, int]] = {}
     for case in cases:
-        counts = result.setdefault(case.peer, dict.fromkeys(VERDICTS, 0))
+        counts = result.setdefault(case.peer, {**dict.fromkeys(VERDICTS, 0), "peer_differs": 0})
         counts[case.verdict] += 1
+        counts["peer_differs"] += peer_differs(case)
     return result

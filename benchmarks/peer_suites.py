@@ -27,14 +27,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peer_outputs import VERDICTS, Case, tally  # noqa: E402
+from peer_outputs import VERDICTS, Case, tally
 
 
 def fetch_sdist(name: str, version: str, into: Path) -> Path:
     """``pip download`` the source distribution and unpack it; returns its root folder."""
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:"]
-        + [f"{name}=={version}", "-d", str(into)],
+        [
+            *(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:"),
+            *(f"{name}=={version}", "-d", str(into)),
+        ],
         check=True,
     )
     (archive,) = into.glob(f"{name}-{version}.tar.gz")
@@ -80,10 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         for case in cases:
             print(_row(case))
         print()
-        print(f"{'peer':<10}" + "".join(f"{v:>13}" for v in VERDICTS) + f"{'cases':>8}")
+        columns = [*VERDICTS, "peer_differs"]
+        print(f"{'peer':<10}" + "".join(f"{v:>13}" for v in columns) + f"{'cases':>8}")
         for peer, row in counts.items():
-            print(f"{peer:<10}" + "".join(f"{row[v]:>13}" for v in VERDICTS), end="")
-            print(f"{sum(row.values()):>8}")
+            print(f"{peer:<10}" + "".join(f"{row[v]:>13}" for v in columns), end="")
+            print(f"{sum(row[v] for v in VERDICTS):>8}")
         document = {
             "command": " ".join(["benchmarks/peer_suites.py", *(argv or sys.argv[1:])]),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -106,7 +109,7 @@ def _versions() -> dict[str, str]:
     for name in names:
         try:
             found[name] = version(name)
-        except Exception:  # noqa: BLE001
+        except Exception:
             found[name] = "absent"
     return found
 

@@ -96,7 +96,10 @@ def reference_macs(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
     affine = [0]
 
     def count(module: nn.Module, _: Any, output: Any) -> None:
-        if getattr(module, "weight", None) is not None and getattr(module, "bias", None) is not None:
+        if (
+            getattr(module, "weight", None) is not None
+            and getattr(module, "bias", None) is not None
+        ):
             affine[0] += output.numel()
 
     handles = [m.register_forward_hook(count) for m in model.modules() if isinstance(m, _NORMS)]
@@ -136,7 +139,7 @@ def _run_package(call: Call) -> None:
         else:
             args, kwargs = call.inputs
             call.package = package_summary(call.model, args=args, kwargs=kwargs, file=sink)
-    except Exception as error:  # noqa: BLE001 - the benchmark classifies every failure
+    except Exception as error:  # the benchmark classifies every failure
         call.package = error
     if isinstance(call.model, nn.Module):
         call.unique_parameters = _unique_parameters(call.model)
@@ -253,7 +256,7 @@ def run_suite(root: Path) -> list[Case]:
             asserts = literal_asserts(source)
             try:
                 module = importlib.import_module(f"tests.{module_name}")
-            except Exception as error:  # noqa: BLE001
+            except Exception as error:
                 cases.append(_not_runnable(module_name, f"import failed: {error!r}"))
                 continue
             for name, function, skip in _test_functions(module):
@@ -273,7 +276,7 @@ def run_suite(root: Path) -> list[Case]:
 def _run_test(function: Callable[[], Any]) -> str:
     try:
         function()
-    except BaseException as error:  # noqa: BLE001 - a peer assert that failed is recorded
+    except BaseException as error:  # a peer assert that failed is recorded
         frame = traceback.extract_tb(error.__traceback__)[-1]
         return f"{type(error).__name__} at line {frame.lineno}: {str(error)[:120]}"
     return ""
