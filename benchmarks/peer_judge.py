@@ -11,7 +11,7 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
-from peer_outputs import Case, Check, compare_figure
+from peer_outputs import Case, Check, Row, compare_figure
 
 _PARAMS = (
     ("total_params", "parameters", "total_params"),
@@ -96,7 +96,8 @@ def _rejudge_macs(check: Check, reference: list[int]) -> None:
         check.note = f"torch products / 2 {products}, affine {affine}, interp {interpolation}"
         return
     check.verdict = "right"
-    check.note = f"{why}; peer - package = {check.expected - check.got:+.0f} (peer's convention)"
+    gap = f"{check.expected - check.got:+.0f}"
+    check.note = f"{why}; peer - package = {gap} (the peer's convention or blind spot)"
 
 
 def case_keys(case: Case) -> set[str]:
@@ -123,6 +124,76 @@ def _independent_checks(case: Case, call: Any, why: str) -> None:
         case.checks.append(check)
 
 
+def _tensor_shapes(meta: Any) -> set[tuple[int, ...]]:
+    """Every tensor shape in a recorded value (tuples, dicts, objects by attribute)."""
+    if meta is None:
+        return set()
+    found = {tuple(meta.shape)} if meta.kind == "tensor" and meta.shape is not None else set()
+    for item in meta.items or []:
+        found |= _tensor_shapes(item)
+    return found
+
+
+def _subtree_params(report: Any, path: str) -> int:
+    first = [r for r in report.layers if r.call_index == 0]
+    inside = [r for r in first if not path or r.path == path or r.path.startswith(path + ".")]
+    return sum(r.params.parameters - r.params.shared_parameters for r in inside)
+
+
+def _row_checks(case: Case, call: Any, rows: list[Row]) -> None:
+    """Each table row the peer expects (type, output shapes, Param #) must be some record of
+    the same type in the package's report. A row no record matches is the peer's own
+    convention when torch itself (forward hooks, ``parameters()``) has no such module either,
+    partial where the report says it could not record inside a TorchScript module, and wrong
+    otherwise."""
+    report = call.package
+    by_type: dict[str, list[Any]] = {}
+    for record in report.layers:
+        by_type.setdefault(record.type, []).append(record)
+    scripted = any(d.code == "torchscript_module" for d in report.diagnostics)
+    for name in ("row_shapes", "row_params"):
+        total, missing, peer_only = 0, [], []
+        for row in rows:
+            wanted = _row_wants(row, name)
+            if wanted is None:
+                continue
+            total += 1
+            if _package_has(report, by_type.get(row.type, []), name, wanted):
+                continue
+            label = f"{row.type}={wanted}"
+            truth = [v for kind, v in call.truth.get(row.type, []) if kind == name[4:]]
+            in_torch = any(_covers(v, wanted, name) for v in truth)
+            (missing if in_torch or not call.truth else peer_only).append(label)
+        if not total:
+            continue
+        verdict = "right" if not missing else ("partial" if scripted else "wrong")
+        notes = []
+        if missing:
+            notes.append("no record: " + ", ".join(missing[:4]))
+        if peer_only:
+            notes.append("torch has none either (peer's figure): " + ", ".join(peer_only[:4]))
+        matched = total - len(missing) - len(peer_only)
+        case.checks.append(Check(name, total, matched, verdict, "; ".join(notes)))
+
+
+def _row_wants(row: Row, name: str) -> Any:
+    if name == "row_shapes":
+        return set(row.shapes) or None
+    digits = row.params.replace(",", "")
+    return int(digits) if digits.isdigit() and row.shapes else None  # shown uncalled: no call
+
+
+def _covers(value: Any, wanted: Any, name: str) -> bool:
+    return wanted <= value if name == "row_shapes" else wanted in value
+
+
+def _package_has(report: Any, records: list[Any], name: str, wanted: Any) -> bool:
+    if name == "row_shapes":
+        return any(wanted <= _tensor_shapes(r.output) for r in records)
+    own = {r.params.parameters for r in records}
+    return wanted in own | {_subtree_params(report, r.path) for r in records}
+
+
 def judge_call(test: str, index: int, call: Any, expected: dict[str, float]) -> Case:
     case = Case("torchinfo", test, index)
     if isinstance(call.package, BaseException):
@@ -140,4 +211,6 @@ def judge_call(test: str, index: int, call: Any, expected: dict[str, float]) -> 
         return case
     _param_checks(case, call, expected)
     _mac_checks(case, call, expected)
+    if expected.get("rows"):
+        _row_checks(case, call, expected["rows"])
     return case

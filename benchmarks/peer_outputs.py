@@ -105,6 +105,58 @@ def parse_block(block: str) -> dict[str, float]:
     return figures
 
 
+@dataclass(frozen=True)
+class Row:
+    """One layer row of a torchinfo table: module type, depth, output shapes, Param # cell."""
+
+    type: str
+    depth: int
+    shapes: tuple[tuple[int, ...], ...]
+    params: str
+
+
+def _shapes(cell: str) -> tuple[tuple[int, ...], ...]:
+    """``[2, 10]`` is one shape, ``[[1, 10], [3]]`` several (torchinfo's dict/list outputs)."""
+    try:
+        value = ast.literal_eval(cell)
+    except (ValueError, SyntaxError):
+        return ()
+    if isinstance(value, list) and all(type(v) is int for v in value):
+        return (tuple(value),)
+    if isinstance(value, list):
+        return tuple(s for v in value for s in _shapes(repr(v)))
+    return ()
+
+
+def parse_rows(block: str) -> list[Row]:
+    """The layer rows of one table (parameter sub-rows of verbose tables left out)."""
+    lines = block.splitlines()
+    header = lines[1]
+    shape_at, param_at = header.find("Output Shape"), header.find("Param #")
+    starts = sorted(i for i in (header.find(t) for t in _COLUMNS) if i > 0)
+    rule = [i for i, line in enumerate(lines) if line.startswith("=")]
+    rows = []
+    for line in lines[rule[1] + 1 : rule[2]]:
+        tree = max(line.find("├─"), line.find("└─"))
+        name = line[: starts[0]].strip().lstrip("│├└─ ").strip()
+        kind = re.split(r"[: (]", name, maxsplit=1)[0]
+        cells = {at: _cell(line, at, starts) for at in (shape_at, param_at) if at > 0}
+        param = cells.get(param_at, "")
+        if not kind[:1].isupper() or param.startswith(("├─", "└─")):
+            continue  # a parameter's own row (verbose tables)
+        depth = 0 if tree < 0 else tree // 5 + 1
+        rows.append(Row(kind, depth, _shapes(cells.get(shape_at, "")), param))
+    return rows
+
+
+_COLUMNS = ("Kernel Shape", "Input Shape", "Output Shape", "Param #", "Mult-Adds", "Trainable")
+
+
+def _cell(line: str, at: int, starts: list[int]) -> str:
+    end = min([s for s in starts if s > at], default=len(line))
+    return line[at:end].strip()
+
+
 def literal_asserts(source: str) -> dict[str, list[tuple[int, str, int]]]:
     """``assert name.attr == <int>`` per test function: (index of the summary call it follows,
     attribute, figure). Only straight-line functions (no loop) are read: there the source

@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from peer_outputs import Case, Check, compare_figure, literal_asserts, parse_block, split_blocks
+from peer_outputs import (
+    Case,
+    Check,
+    compare_figure,
+    literal_asserts,
+    parse_block,
+    parse_rows,
+    split_blocks,
+)
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -51,6 +59,7 @@ class Call:
     package: Any = None  # AnalysisReport, or the exception the package raised
     reference_macs: list[int] | None = None
     unique_parameters: dict[str, int] = field(default_factory=dict)
+    truth: dict[str, list[Any]] = field(default_factory=dict)  # torch_truth
 
 
 class _Missing(types.ModuleType):
@@ -121,6 +130,50 @@ def reference_macs(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
     return [int(counter.get_total_flops()) // 2, affine[0], interpolations.macs]
 
 
+def _tensors(value: Any, depth: int = 0) -> set[tuple[int, ...]]:
+    """Shapes of every tensor in an output: sequences, mappings, objects' attributes."""
+    if isinstance(value, torch.Tensor):
+        return {tuple(value.shape)}
+    if depth > 4:
+        return set()
+    items: Any = ()
+    if isinstance(value, list | tuple):
+        items = value
+    elif isinstance(value, dict):
+        items = value.values()
+    elif hasattr(value, "__dict__"):
+        items = vars(value).values()
+    return set().union(*(_tensors(v, depth + 1) for v in items)) if items else set()
+
+
+def torch_truth(model: nn.Module, inputs: tuple[Any, Any] | None) -> dict[str, list[Any]]:
+    """What torch itself says per module type: output tensor shapes of each call (forward
+    hooks) and the parameter counts of each module (its own, and its subtree's)."""
+    truth: dict[str, list[Any]] = {}
+    for module in model.modules():
+        own = sum(p.numel() for p in module.parameters(recurse=False))
+        tree = sum(p.numel() for p in module.parameters())
+        truth.setdefault(type(module).__name__, []).append(("params", {own, tree}))
+    if inputs is None:
+        return truth
+
+    def hook(module: nn.Module, _: Any, output: Any) -> None:
+        truth.setdefault(type(module).__name__, []).append(("shapes", _tensors(output)))
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()]
+    flags = [(m, m.training) for m in model.modules()]
+    try:
+        model.eval()
+        with torch.no_grad():
+            model(*inputs[0], **inputs[1])
+    finally:
+        for handle in handles:
+            handle.remove()
+        for module, flag in flags:
+            module.training = flag
+    return truth
+
+
 def _unique_parameters(model: nn.Module) -> dict[str, int]:
     """Counted straight from torch (``parameters()`` yields a shared tensor once)."""
     params = [p for p in model.parameters() if not nn.parameter.is_lazy(p)]
@@ -143,8 +196,12 @@ def _run_package(call: Call) -> None:
         call.package = error
     if isinstance(call.model, nn.Module):
         call.unique_parameters = _unique_parameters(call.model)
-        if call.inputs is not None and not isinstance(call.package, Exception):
+        scripted = isinstance(call.model, torch.jit.ScriptModule)  # no hooks: no truth
+        if not isinstance(call.package, Exception) and not scripted:
             with contextlib.suppress(Exception):  # the package's result is judged anyway
+                call.truth = torch_truth(call.model, call.inputs)
+        if call.inputs is not None and not isinstance(call.package, Exception):
+            with contextlib.suppress(Exception):
                 call.reference_macs = reference_macs(call.model, *call.inputs)
 
 
@@ -302,10 +359,10 @@ def _judge_test(
 
     printing = [i for i, c in enumerate(calls) if c.stdout.strip()]
     aligned = len(printing) == len(blocks)
-    expected: dict[int, dict[str, float]] = {}
+    expected: dict[int, dict[str, Any]] = {}
     if aligned:
         for index, block in zip(printing, blocks, strict=True):
-            expected[index] = parse_block(block)
+            expected[index] = {**parse_block(block), "rows": parse_rows(block)}
     for index, attribute, value in asserts:
         if attribute in _ASSERTED or attribute == "total_mult_adds":
             expected.setdefault(index, {})[f"assert_{attribute}"] = value
