@@ -489,6 +489,7 @@ def judge_fact(index: int, fact: Fact) -> Case:
     torch.manual_seed(0)
     model, args = fact.build()
     case = Case("fvcore", fact.test, index)
+    case.tags = ["recursive"] if fact.test.endswith("test_recursive_scope") else []
     live = _fvcore_live(model, args) if not fact.params else "parameter_count not run"
     try:
         if fact.params:

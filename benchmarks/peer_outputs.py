@@ -42,6 +42,7 @@ class Case:
     checks: list[Check] = field(default_factory=list)
     error: str = ""
     verdict: str = ""
+    tags: list[str] = field(default_factory=list)  # the issue's named kinds: no_input, ...
 
     def finish(self) -> Case:
         """The case verdict: its worst check, or the error's class when nothing was compared."""
@@ -57,6 +58,7 @@ class Case:
             "call": self.call,
             "verdict": self.verdict,
             "error": self.error,
+            "tags": self.tags,
             "checks": [c.__dict__ for c in self.checks],
         }
 

@@ -24,9 +24,11 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from doc_sections import write_section
 from peer_outputs import VERDICTS, Case, tally
 
 
@@ -60,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="JSON results path")
     parser.add_argument("--only", choices=("torchinfo", "fvcore"), default=None)
+    parser.add_argument("--doc", type=Path, default=None, help="page to write the section to")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     import torch
@@ -88,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{peer:<10}" + "".join(f"{row[v]:>13}" for v in columns), end="")
             print(f"{sum(row[v] for v in VERDICTS):>8}")
         document = {
-            "command": " ".join(["benchmarks/peer_suites.py", *(argv or sys.argv[1:])]),
+            "command": " ".join(
+                ["benchmarks/.venv/bin/python benchmarks/peer_suites.py", *(argv or sys.argv[1:])]
+            ),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "seconds": round(time.monotonic() - started, 1),
             "versions": _versions(),
@@ -98,7 +103,49 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(document, indent=1, default=str), encoding="utf-8")
         print(f"\nwrote {out} in {document['seconds']} s")
+        if args.doc is not None:
+            write_section(args.doc, "bench_peer_suites", render_section(document, cases))
     return 0
+
+
+def render_section(document: dict[str, Any], cases: list[Case]) -> str:
+    """The docs/benchmarks.md section: command, date, tally per peer, each case not right."""
+    versions = document["versions"]
+    lines = [
+        "## The peers' own suites",
+        "",
+        f"Run: {document['date']} by `{document['command']}` ({document['seconds']} s; torch "
+        f"{versions['torch']}, torchinfo {versions['torchinfo']} running the tests of its "
+        f"1.7.0 sdist, fvcore {versions['fvcore']} beside the facts its tests state). A case "
+        "is one peer call; *peer differs* counts right cases where the peer's own figure is "
+        "not the package's (its convention or its miss; the arithmetic is in the JSON).",
+        "",
+        "| peer | " + " | ".join(VERDICTS) + " | peer differs | cases | checks |",
+        "| --- |" + " ---: |" * (len(VERDICTS) + 3),
+    ]
+    for peer, row in document["tally"].items():
+        checks = sum(len(c.checks) for c in cases if c.peer == peer)
+        cells = [str(row[v]) for v in VERDICTS]
+        total = sum(row[v] for v in VERDICTS)
+        lines.append(
+            f"| {peer} | " + " | ".join(cells) + f" | {row['peer_differs']} | {total} | {checks} |"
+        )
+    lines += ["", "The kinds issue 40 names (cases by verdict):", ""]
+    for tag in ("recursive", "packed", "no_input", "structured_output"):
+        tagged = [c for c in cases if tag in c.tags]
+        verdicts = {v: sum(c.verdict == v for c in tagged) for v in VERDICTS}
+        shown = ", ".join(f"{n} {v}" for v, n in verdicts.items() if n)
+        names = sorted({c.test.split("::")[-1] for c in tagged})
+        lines.append(f"* {tag}: {shown} ({', '.join(names)})")
+    lines.append(
+        "* object outputs (`torch.distributions`, objects holding tensors): no case in either "
+        "peer's shipped tests; `tests/analysis/test_peer_suites.py` holds them"
+    )
+    lines += ["", "Cases not right:", ""]
+    for case in cases:
+        if case.verdict != "right":
+            lines.append(f"* {case.verdict}: {_row(case).split(None, 2)[2]}")
+    return "\n".join(lines) + "\n\n"
 
 
 def _versions() -> dict[str, str]:

@@ -285,7 +285,7 @@ def _skip_reason(function: Any, owner: Any) -> str:
     marks = [*getattr(owner, "pytestmark", []), *getattr(function, "pytestmark", [])]
     for mark in marks:
         if mark.name == "skipif" and mark.args and mark.args[0]:
-            return str(mark.kwargs.get("reason", "skipped by the test's own mark"))
+            return "its own skip mark: " + str(mark.kwargs.get("reason", ""))
         if mark.name == "skip":
             return str(mark.kwargs.get("reason", "skipped by the test's own mark"))
     return ""
