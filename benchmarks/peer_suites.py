@@ -141,11 +141,35 @@ def render_section(document: dict[str, Any], cases: list[Case]) -> str:
         "* object outputs (`torch.distributions`, objects holding tensors): no case in either "
         "peer's shipped tests; `tests/analysis/test_peer_suites.py` holds them"
     )
+    lines += [
+        "",
+        "Where the peer's own figure differs (right by torch or by the package's "
+        "documented convention; count of checks, one example):",
+        "",
+    ]
+    lines += _differences(cases)
+    lines.append(
+        "* torchinfo's mult-adds are a layer's parameter elements times its output batch (and "
+        "spatial size for convolutions, steps for RNNs): bias adds count as MACs, a Linear's "
+        "sequence rows and all of an Embedding's lookups are not the work (test_lstm: LSTM "
+        "3,768,320 parameters x 100 steps + Embedding 6,000 + Linear 10,260 = 376,848,260; "
+        "the products are 377,036,800); a scripted model shows 0"
+    )
     lines += ["", "Cases not right:", ""]
     for case in cases:
         if case.verdict != "right":
             lines.append(f"* {case.verdict}: {_row(case).split(None, 2)[2]}")
     return "\n".join(lines) + "\n\n"
+
+
+def _differences(cases: list[Case]) -> list[str]:
+    seen: dict[tuple[str, str], list[str]] = {}
+    for case in cases:
+        for check in case.checks:
+            if check.verdict == "right" and check.note and check.got != check.expected:
+                example = f"{case.test.split('::')[-1]}: peer {check.expected:.0f}, {check.note}"
+                seen.setdefault((case.peer, check.name), []).append(example)
+    return [f"* {peer} {name} ({len(v)}): {v[0]}" for (peer, name), v in seen.items()]
 
 
 def _versions() -> dict[str, str]:
