@@ -11,6 +11,7 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
+import torch
 from peer_outputs import Case, Check, Row, compare_figure
 
 _PARAMS = (
@@ -178,6 +179,35 @@ def _row_checks(case: Case, call: Any, rows: list[Row]) -> None:
         case.checks.append(Check(name, total, matched, verdict, "; ".join(notes)))
 
 
+def _layer_checks(case: Case, call: Any) -> None:
+    """Every called module's MACs (its records summed over calls) against torch's products
+    inside it, plus the norm-affine MACs the package counts there: an independent check of the
+    per-layer figures the peer's table prints in its own convention."""
+    report, reference = call.package, call.layer_reference
+    scripted = isinstance(call.model, torch.jit.ScriptModule)  # its records: the root only
+    if not reference or call.reference_macs[2] or scripted:  # interpolation: not per module
+        return
+    modules: dict[int, list[Any]] = {}
+    for record in report.layers:
+        if record.path:
+            module = call.model.get_submodule(record.path)
+            modules.setdefault(id(module), []).append(record)
+    total, wrong = 0, []
+    for key, records in modules.items():
+        macs = [r.metrics.macs for r in records]
+        if len({r.depth for r in records}) > 1 or any(m.status != "complete" for m in macs):
+            continue  # re-entered (nested calls) or not complete: the totals judge those
+        products, affine = reference[key]
+        got = sum(m.value for m in macs)
+        total += 1
+        if got not in (products, products + affine):
+            wrong.append(f"{records[0].path}={got} (torch {products} + affine {affine})")
+    if total:
+        note = "; ".join(wrong[:3])
+        verdict = "wrong" if wrong else "right"
+        case.checks.append(Check("layer_macs", total, total - len(wrong), verdict, note))
+
+
 def _row_wants(row: Row, name: str) -> Any:
     if name == "row_shapes":
         return set(row.shapes) or None
@@ -206,6 +236,19 @@ _TAGS = {  # the peer tests whose models the issue names: reuse, packing, struct
 }
 
 
+def _given(translated: dict[str, Any]) -> str:
+    """The translated arguments, tensors shown by their shape."""
+
+    def short(value: Any) -> str:
+        if hasattr(value, "shape") and hasattr(value, "dtype"):
+            return f"tensor{list(value.shape)}"
+        if isinstance(value, tuple | list):
+            return "(" + ", ".join(short(v) for v in value) + ")"
+        return repr(value)[:60]
+
+    return ", ".join(f"{k}={short(v)}" for k, v in translated.items())
+
+
 def judge_call(test: str, index: int, call: Any, expected: dict[str, float]) -> Case:
     case = Case("torchinfo", test, index)
     case.tags = [t for name, tags in _TAGS.items() if test.endswith("::" + name) for t in tags]
@@ -213,10 +256,16 @@ def judge_call(test: str, index: int, call: Any, expected: dict[str, float]) -> 
         case.tags.append("no_input")
     if isinstance(call.package, BaseException):
         case.verdict, note = classify_error(call.package, call.peer_error is not None)
-        case.error = f"{one_line(call.package)} ({note})"
+        given = _given(call.translated)
+        case.error = f"{one_line(call.package)} ({note}{'; given ' + given if given else ''})"
+        return case
+    if call.peer_error is not None and call.inputs is None and not call.translated:
+        case.verdict = "not_runnable"
+        case.error = f"torchinfo's own display-option check ({one_line(call.peer_error)})"
         return case
     if call.peer_error is not None:
-        why = f"peer refused ({one_line(call.peer_error)}); package accepted"
+        given = _given(call.translated)
+        why = f"peer refused ({one_line(call.peer_error)}); package accepted {given}".strip()
         _independent_checks(case, call, why)
         if not case.checks:
             case.verdict, case.error = "not_runnable", why
@@ -228,4 +277,6 @@ def judge_call(test: str, index: int, call: Any, expected: dict[str, float]) -> 
     _mac_checks(case, call, expected)
     if expected.get("rows"):
         _row_checks(case, call, expected["rows"])
+    if call.reference_macs is not None:
+        _layer_checks(case, call)
     return case

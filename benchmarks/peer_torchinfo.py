@@ -58,8 +58,10 @@ class Call:
     peer_error: BaseException | None = None
     package: Any = None  # AnalysisReport, or the exception the package raised
     reference_macs: list[int] | None = None
+    layer_reference: dict[int, list[int]] = field(default_factory=dict)  # by id(module)
     unique_parameters: dict[str, int] = field(default_factory=dict)
     truth: dict[str, list[Any]] = field(default_factory=dict)  # torch_truth
+    translated: dict[str, Any] = field(default_factory=dict)  # see _translate
 
 
 class _Missing(types.ModuleType):
@@ -93,23 +95,23 @@ class _Interpolations(TorchDispatchMode):
         return out
 
 
-def reference_macs(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[int]:
+def reference_macs(
+    model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[list[int], dict[int, list[int]]]:
     """[torch's FlopCounterMode products / 2 (eval, no_grad, oneDNN and SDPA fast paths off),
-    norm-affine output elements, interpolation MACs]: the last two are MACs by the package's
-    documented convention (a norm's affine 1 MAC per element, interpolation per output
-    element) where torch counts no product."""
+    norm-affine output elements, interpolation MACs], and per module path [products / 2,
+    norm-affine elements inside it]. The affine and interpolation counts are MACs by the
+    package's documented convention (a norm's affine 1 MAC per element, interpolation per
+    output element) where torch counts no product."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
     flags = [(m, m.training) for m in model.modules()]
-    affine = [0]
+    affine: dict[int, int] = {}
 
     def count(module: nn.Module, _: Any, output: Any) -> None:
-        if (
-            getattr(module, "weight", None) is not None
-            and getattr(module, "bias", None) is not None
-        ):
-            affine[0] += output.numel()
+        if module.weight is not None and module.bias is not None:
+            affine[id(module)] = affine.get(id(module), 0) + output.numel()
 
     handles = [m.register_forward_hook(count) for m in model.modules() if isinstance(m, _NORMS)]
     try:
@@ -127,7 +129,26 @@ def reference_macs(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
             handle.remove()
         for module, flag in flags:
             module.training = flag
-    return [int(counter.get_total_flops()) // 2, affine[0], interpolations.macs]
+    total = [int(counter.get_total_flops()) // 2, sum(affine.values()), interpolations.macs]
+    return total, _by_module(model, counter.get_flop_counts(), affine)
+
+
+def _by_module(
+    model: nn.Module, counts: dict[str, dict[Any, int]], affine: dict[int, int]
+) -> dict[int, list[int]]:
+    """Per module (by identity: a shared module has one entry whatever its names): torch's
+    products / 2 inside it over all its calls, and the norm-affine elements inside it."""
+    root = type(model).__name__
+    products: dict[int, int] = {}
+    for fqn, ops in counts.items():
+        if fqn == root or fqn.startswith(root + "."):
+            with contextlib.suppress(AttributeError, RuntimeError):  # a ScriptModule: none
+                module = model.get_submodule(fqn.removeprefix(root).removeprefix("."))
+                products[id(module)] = max(products.get(id(module), 0), sum(ops.values()) // 2)
+    return {
+        id(m): [products.get(id(m), 0), sum(affine.get(id(c), 0) for c in m.modules())]
+        for m in model.modules()
+    }
 
 
 def _tensors(value: Any, depth: int = 0) -> set[tuple[int, ...]]:
@@ -186,8 +207,12 @@ def _run_package(call: Call) -> None:
     from torchscan_stages import summary as package_summary
 
     sink = io.StringIO()
+    if call.inputs is None and call.peer_error is not None:
+        call.translated = _translate(call.kwargs)
     try:
-        if call.inputs is None:
+        if call.translated:
+            call.package = _run_translated(call, package_summary, sink)
+        elif call.inputs is None:
             call.package = package_summary(call.model, file=sink)
         else:
             args, kwargs = call.inputs
@@ -202,7 +227,39 @@ def _run_package(call: Call) -> None:
                 call.truth = torch_truth(call.model, call.inputs)
         if call.inputs is not None and not isinstance(call.package, Exception):
             with contextlib.suppress(Exception):
-                call.reference_macs = reference_macs(call.model, *call.inputs)
+                call.reference_macs, call.layer_reference = reference_macs(call.model, *call.inputs)
+
+
+def _translate(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A call torchinfo refused before any forward, in the package's terms: ``input_size``
+    as ``input_shape``, ``input_data`` as ``args``/``kwargs`` (its display options have no
+    package argument, so a call with only those translates to nothing)."""
+    given = kwargs.get("args", ())
+    size = kwargs.get("input_size", given[0] if given else None)
+    data = kwargs.get("input_data", given[1] if len(given) > 1 else None)
+    out: dict[str, Any] = {}
+    if size is not None:
+        out["input_shape"] = size
+    if isinstance(data, dict):
+        out["kwargs"] = data
+    elif data is not None:
+        out["args"] = tuple(data) if isinstance(data, list | tuple) else (data,)
+    return out
+
+
+def _run_translated(call: Call, package_summary: Callable[..., Any], sink: io.StringIO) -> Any:
+    """Run the translated call, catching the inputs the package generates (for torch's
+    reference figures beside it)."""
+
+    def catch(_: nn.Module, a: tuple[Any, ...], k: dict[str, Any]) -> None:
+        if call.inputs is None:
+            call.inputs = (a, dict(k))
+
+    handle = call.model.register_forward_pre_hook(catch, with_kwargs=True)
+    try:
+        return package_summary(call.model, **call.translated, file=sink)
+    finally:
+        handle.remove()
 
 
 def _recorder(real: Callable[..., Any], calls: list[Call]) -> Callable[..., Any]:
