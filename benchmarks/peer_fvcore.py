@@ -159,10 +159,10 @@ def _non_forward() -> tuple[nn.Module, tuple[Any, ...]]:
 
 def _reuse(shared: bool) -> Callable[[], tuple[nn.Module, tuple[Any, ...]]]:
     def build() -> tuple[nn.Module, tuple[Any, ...]]:
-        model = Wrap(lambda _, x: x, conv1=nn.Conv2d(100, 100, 3), conv2=nn.Conv2d(100, 100, 3))
+        conv1, conv2 = nn.Conv2d(100, 100, 3), nn.Conv2d(100, 100, 3)
         if shared:
-            model.conv2.weight = model.conv1.weight
-        return model, ()
+            conv2.weight = conv1.weight
+        return Wrap(lambda _, x: x, conv1=conv1, conv2=conv2), ()
 
     return build
 
@@ -285,7 +285,9 @@ FACTS: list[Fact] = [
     Fact(
         _H + "test_batch_norm",
         _fn(
-            lambda *a: F.batch_norm(*a, True), torch.rand(*_NORM_X), _vec(), _vec(), _vec(), _vec()
+            lambda x, mean, var, w, b: F.batch_norm(x, mean, var, w, b, training=True),
+            torch.rand(*_NORM_X),
+            *(_vec(), _vec(), _vec(), _vec()),
         ),
         {"": 80},
         ours=8 * 16 + 4 * 2,

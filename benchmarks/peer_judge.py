@@ -46,7 +46,7 @@ def classify_error(error: BaseException, peer_raised: bool) -> tuple[str, str]:
     return "crashed", f"raised at {innermost}:{frames[-1].lineno if frames else '?'}"
 
 
-def _param_checks(case: Case, call: Any, expected: dict[str, float]) -> None:
+def _param_checks(case: Case, call: Any, expected: dict[str, Any]) -> None:
     totals = call.package.totals
     for key, field, torch_key in _PARAMS:
         if key not in expected:
@@ -65,7 +65,7 @@ def _param_checks(case: Case, call: Any, expected: dict[str, float]) -> None:
         case.checks.append(check)
 
 
-def _mac_checks(case: Case, call: Any, expected: dict[str, float]) -> None:
+def _mac_checks(case: Case, call: Any, expected: dict[str, Any]) -> None:
     if call.inputs is None:
         return  # no forward ran: the peer prints 0 mult-adds, the package says unavailable
     macs = call.package.totals.macs
@@ -99,7 +99,7 @@ def _rejudge_macs(check: Check, reference: list[int]) -> None:
         check.note = f"torch products / 2 {products}, affine {affine}, interp {interpolation}"
         return
     check.verdict = "right"
-    gap = f"{check.expected - check.got:+.0f}"
+    gap = f"{(check.expected or 0) - (check.got or 0):+.0f}"
     check.note = f"{why}; peer - package = {gap} (the peer's convention or blind spot)"
 
 
@@ -155,7 +155,7 @@ def _row_checks(case: Case, call: Any, rows: list[Row]) -> None:
         by_type.setdefault(record.type, []).append(record)
     scripted = any(d.code == "torchscript_module" for d in report.diagnostics)
     for name in ("row_shapes", "row_params"):
-        total, missing, peer_only = 0, [], []
+        total, missing, peer_only = 0, list[str](), list[str]()
         for row in rows:
             wanted = _row_wants(row, name)
             if wanted is None:
@@ -249,7 +249,7 @@ def _given(translated: dict[str, Any]) -> str:
     return ", ".join(f"{k}={short(v)}" for k, v in translated.items())
 
 
-def judge_call(test: str, index: int, call: Any, expected: dict[str, float]) -> Case:
+def judge_call(test: str, index: int, call: Any, expected: dict[str, Any]) -> Case:
     case = Case("torchinfo", test, index)
     case.tags = [t for name, tags in _TAGS.items() if test.endswith("::" + name) for t in tags]
     if call.inputs is None and call.peer_error is None:

@@ -344,7 +344,7 @@ def _skip_reason(function: Any, owner: Any) -> str:
         if mark.name == "skipif" and mark.args and mark.args[0]:
             return "its own skip mark: " + str(mark.kwargs.get("reason", ""))
         if mark.name == "skip":
-            return str(mark.kwargs.get("reason", "skipped by the test's own mark"))
+            return "its own skip mark: " + str(mark.kwargs.get("reason", ""))
     return ""
 
 
@@ -379,8 +379,8 @@ def run_suite(root: Path) -> list[Case]:
                     cases.append(_not_runnable(test, skip))
                     continue
                 calls: list[Call] = []
-                module.summary = _recorder(torchinfo.summary, calls)
-                module.verify_output_str = lambda *_: None  # the peer's own text diff
+                setattr(module, "summary", _recorder(torchinfo.summary, calls))  # noqa: B010
+                setattr(module, "verify_output_str", lambda *_: None)  # noqa: B010 - its text diff
                 peer_failure = _run_test(function)
                 blocks = _expected_blocks(root, name)
                 cases.extend(_judge_test(test, calls, blocks, asserts.get(name, []), peer_failure))
