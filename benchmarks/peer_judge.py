@@ -213,6 +213,22 @@ def _layer_checks(case: Case, call: Any) -> None:
         case.checks.append(Check("layer_macs", total, total - len(wrong), verdict, note))
 
 
+def _generated_check(case: Case, call: Any) -> None:
+    """The package's generated inputs (``input_shape``: torchinfo's ``input_size`` less its
+    batch of 1) must give the figures of the call with torchinfo's own tensors."""
+    generated, report = call.generated, call.package
+    if isinstance(generated, BaseException):
+        verdict, _ = classify_error(generated, peer_raised=False)
+        case.checks.append(Check("generated_input", None, None, verdict, one_line(generated)))
+        return
+    for name in ("parameters", "macs"):
+        ours, theirs = getattr(generated.totals, name), getattr(report.totals, name)
+        check = compare_figure(f"generated_{name}", theirs.value or 0, ours.value, ours.status)
+        if theirs.status != "complete":
+            check.verdict = ours.status if ours.status != "complete" else "partial"
+        case.checks.append(check)
+
+
 def _row_wants(row: Row, name: str) -> Any:
     if name == "row_shapes":
         return set(row.shapes) or None
@@ -284,4 +300,6 @@ def judge_call(test: str, index: int, call: Any, expected: dict[str, Any]) -> Ca
         _row_checks(case, call, expected["rows"])
     if call.reference_macs is not None:
         _layer_checks(case, call)
+    if call.generated is not None:
+        _generated_check(case, call)
     return case

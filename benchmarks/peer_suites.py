@@ -123,7 +123,13 @@ def render_section(document: dict[str, Any], cases: list[Case]) -> str:
         f"{versions['torch']}, torchinfo {versions['torchinfo']} running the tests of its "
         f"1.7.0 sdist, fvcore {versions['fvcore']} beside the facts its tests state). A case "
         "is one peer call; *peer differs* counts right cases where the peer's own figure is "
-        "not the package's (its convention or its miss; the arithmetic is in the JSON).",
+        "not the package's (its convention or its miss; the arithmetic is in the JSON). "
+        "torchinfo's checks: its printed totals and literal asserts (parameters, trainable, "
+        "frozen, mult-adds), each table row (type, output shapes, Param #) against a record, "
+        "every called module's MACs against torch's products inside it, and the same figures "
+        "from the package's generated inputs where the test's batch is 1. fvcore's: the total "
+        "and per-module counts its tests assert, from the module crawl and from operator "
+        "dispatch; its non-product counts against the package's documented closed forms.",
         "",
         "| peer | " + " | ".join(VERDICTS) + " | peer differs | cases | checks |",
         "| --- |" + " ---: |" * (len(VERDICTS) + 3),

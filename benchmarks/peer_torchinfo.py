@@ -62,6 +62,7 @@ class Call:
     unique_parameters: dict[str, int] = field(default_factory=dict)
     truth: dict[str, list[Any]] = field(default_factory=dict)  # torch_truth
     translated: dict[str, Any] = field(default_factory=dict)  # see _translate
+    generated: Any = None  # the package's report from its own generated inputs, or an error
 
 
 class _Missing(types.ModuleType):
@@ -219,6 +220,8 @@ def _run_package(call: Call) -> None:
             call.package = package_summary(call.model, args=args, kwargs=kwargs, file=sink)
     except Exception as error:  # the benchmark classifies every failure
         call.package = error
+    if not isinstance(call.package, Exception) and not call.translated:
+        call.generated = _run_generated(call)
     if isinstance(call.model, nn.Module):
         call.unique_parameters = _unique_parameters(call.model)
         scripted = isinstance(call.model, torch.jit.ScriptModule)  # no hooks: no truth
@@ -228,6 +231,52 @@ def _run_package(call: Call) -> None:
         if call.inputs is not None and not isinstance(call.package, Exception):
             with contextlib.suppress(Exception):
                 call.reference_macs, call.layer_reference = reference_macs(call.model, *call.inputs)
+
+
+_TORCH_DTYPES = {torch.FloatTensor: torch.float32, torch.LongTensor: torch.long}
+
+
+def _run_generated(call: Call) -> Any:
+    """The same call through the package's generated inputs, where torchinfo's ``input_size``
+    has a batch of 1 (the package adds that batch itself): its figures must be the same."""
+    from torchscan_stages import crawl_module
+
+    kwargs = call.kwargs
+    given = kwargs.get("args", ())
+    size = kwargs.get("input_size", given[0] if given else None)
+    if size is None or "input_data" in kwargs or "batch_dim" in kwargs or len(given) > 1:
+        return None
+    shapes = [size] if size and isinstance(size[0], int) else list(size)
+    if not shapes or any(not s or s[0] != 1 for s in shapes):
+        return None
+    extra = {k: v for k, v in kwargs.items() if k not in _TORCHINFO_OPTIONS}
+    dtypes = [_TORCH_DTYPES.get(d, d) for d in kwargs.get("dtypes") or []]
+    try:
+        return crawl_module(
+            call.model,
+            [tuple(s[1:]) for s in shapes] if len(shapes) > 1 else tuple(shapes[0][1:]),
+            kwargs=extra or None,
+            dtype=(dtypes if len(dtypes) > 1 else dtypes[0]) if dtypes else None,
+        )
+    except Exception as error:  # judged with the rest
+        return error
+
+
+_TORCHINFO_OPTIONS = {
+    "args",
+    "input_size",
+    "input_data",
+    "batch_dim",
+    "cache_forward_pass",
+    "col_names",
+    "col_width",
+    "depth",
+    "device",
+    "dtypes",
+    "mode",
+    "row_settings",
+    "verbose",
+}
 
 
 def _translate(kwargs: dict[str, Any]) -> dict[str, Any]:
