@@ -16,6 +16,7 @@ folder).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import subprocess
 import sys
@@ -65,6 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--doc", type=Path, default=None, help="page to write the section to")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
+    missing = [n for n in ("torchinfo", "fvcore", "pytest") if importlib.util.find_spec(n) is None]
+    if missing:
+        print(
+            f"peer_suites.py: {', '.join(missing)} not installed here; run it with "
+            "benchmarks/.venv/bin/python (built by python benchmarks/run_all.py --setup-only)",
+            file=sys.stderr,
+        )
+        return 2
     import torch
 
     torch.set_num_threads(1)
