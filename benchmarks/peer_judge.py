@@ -29,14 +29,18 @@ def one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text.splitlines()[0][:160] if text else ''}"
 
 
-def classify_error(error: BaseException, peer_raised: bool) -> tuple[str, str]:
+def classify_error(
+    error: BaseException, peer_raised: bool, plain: BaseException | None = None
+) -> tuple[str, str]:
     """refused: a one-line ValueError/TypeError from the package, or the model's own error
-    passed on unchanged (the contract) where the peer failed too; anything else crashed."""
+    passed on unchanged (the contract: the same type and message as a plain forward of the
+    same inputs raises) where the peer failed too; anything else crashed."""
     frames = traceback.extract_tb(error.__traceback__)
     innermost = frames[-1].filename if frames else ""
     if any("/tests/fixtures/" in f.filename for f in frames):
-        if peer_raised:
-            return "refused", "the model's own error, passed on unchanged"
+        same = plain is not None and (type(plain), str(plain)) == (type(error), str(error))
+        if peer_raised and same:
+            return "refused", "the model's own error, as a plain forward raises it"
         return "crashed", "the model failed under the package only"
     ours = "torchscan_stages" in innermost
     single = "\n" not in str(error).strip()
@@ -276,7 +280,9 @@ def judge_call(test: str, index: int, call: Any, expected: dict[str, Any]) -> Ca
     if call.inputs is None and call.peer_error is None:
         case.tags.append("no_input")
     if isinstance(call.package, BaseException):
-        case.verdict, note = classify_error(call.package, call.peer_error is not None)
+        case.verdict, note = classify_error(
+            call.package, call.peer_error is not None, call.plain_error
+        )
         given = _given(call.translated)
         case.error = f"{one_line(call.package)} ({note}{'; given ' + given if given else ''})"
         return case

@@ -63,6 +63,7 @@ class Call:
     truth: dict[str, list[Any]] = field(default_factory=dict)  # torch_truth
     translated: dict[str, Any] = field(default_factory=dict)  # see _translate
     generated: Any = None  # the package's report from its own generated inputs, or an error
+    plain_error: BaseException | None = None  # a plain forward's error, when the package raised
 
 
 class _Missing(types.ModuleType):
@@ -220,6 +221,7 @@ def _run_package(call: Call) -> None:
             call.package = package_summary(call.model, args=args, kwargs=kwargs, file=sink)
     except Exception as error:  # the benchmark classifies every failure
         call.package = error
+        call.plain_error = _plain_error(call)
     if not isinstance(call.package, Exception) and not call.translated:
         call.generated = _run_generated(call)
     if isinstance(call.model, nn.Module):
@@ -277,6 +279,23 @@ _TORCHINFO_OPTIONS = {
     "row_settings",
     "verbose",
 }
+
+
+def _plain_error(call: Call) -> BaseException | None:
+    """What a plain eval ``no_grad`` forward of the same inputs raises (None: it runs)."""
+    if call.inputs is None or not isinstance(call.model, nn.Module):
+        return None
+    flags = [(m, m.training) for m in call.model.modules()]
+    try:
+        call.model.eval()
+        with torch.no_grad():
+            call.model(*call.inputs[0], **call.inputs[1])
+    except Exception as error:  # the model's own failure, kept for comparison
+        return error
+    finally:
+        for module, flag in flags:
+            module.training = flag
+    return None
 
 
 def _translate(kwargs: dict[str, Any]) -> dict[str, Any]:
