@@ -51,6 +51,8 @@ PEER_DEPS = [
     "portalocker",
     "tqdm",
     "Pillow",
+    # The test runner torchinfo's own tests import (peer_suites.py runs them).
+    "pytest==9.2.0",
 ]
 
 
