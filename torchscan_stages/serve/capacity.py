@@ -6,12 +6,19 @@ run goes over the bound, then the gap between the last run under it and the firs
 is halved until it is within ``resolution`` (relative) or ``max_runs`` are spent. Every run
 is kept as a point of the latency-vs-offered-load curve.
 
-A run is *under* when its percentile is complete and <= the bound, *over* when the
-percentile (or its 95% lower bound) is > the bound, and *unsupported* otherwise (too few
-requests: each run's duration is sized for enough of them, so this is rare); an unsupported
-run counts as not under. The capacity is ``complete`` when the search closed the gap
-between an under and an over run; ``partial`` (a lower bound: the highest rate found under)
-when no over run was found or the runs ran out first; ``unavailable`` when no run was under.
+A rate is judged on its requests' percentile and that percentile's distribution-free 95%
+interval (serve/percentiles.py): *under* when the whole interval is <= the bound, *over* when
+the whole interval is above it, *close* when the bound lies inside it, *unsupported* when too
+few requests support the percentile (each run's duration is sized for enough of them, so this
+is rare). A close rate is run again and judged on all its runs' requests pooled (a host's
+stall that sent a few requests over the bound weighs less in twice the requests), up to
+``pool_runs`` runs; then on the pooled percentile itself. The over rate that would close the
+search is run once more the same way (one stalled run must not end it). A close or
+unsupported rate counts as not under. The capacity is ``complete`` when the search closed the
+gap between an under rate and a rate over the bound in two or more runs; ``partial`` (a
+lower bound: the highest rate found under) when no rate went over or the runs ran out first;
+``unavailable`` when no rate was under. Every run is a point of the curve; a rate's latest
+run carries the judgement of all its requests.
 """
 
 from __future__ import annotations
@@ -29,9 +36,9 @@ from ..report import CapacityPoint, Diagnostic, MetricResult, ServedCapacity, Se
 from .handler import handler_name
 from .measure import check_inputs, serve_once, served_report, warm_up
 from .options import ServeOptions
-from .percentiles import needed_requests, percentile_metric
+from .percentiles import nearest_rank, needed_requests, order_ranks, percentile_metric
 
-Judgement = Literal["under", "over", "unsupported"]
+Judgement = Literal["under", "over", "close", "unsupported"]
 SCOPE = "served_capacity_at_bound"
 METHOD = "loadgen_server_search"
 
@@ -42,13 +49,15 @@ class CapacitySearch:
     service time allows), ``growth`` (> 1), ``resolution`` (relative gap that ends the
     search), ``max_runs``, ``min_rate_qps`` (the search gives up below it; None: the start
     rate / 64, six halvings: each run lasts long enough for its percentile, so a lower rate
-    means a longer run)."""
+    means a longer run), ``pool_runs`` (the most runs at one rate whose requests are pooled
+    while the bound lies inside its percentile's interval)."""
 
     start_qps: float | None = None
     growth: float = 2.0
     resolution: float = 0.05
-    max_runs: int = 12
+    max_runs: int = 24
     min_rate_qps: float | None = None
+    pool_runs: int = 3
 
     def __post_init__(self) -> None:
         checks = {
@@ -66,9 +75,12 @@ class CapacitySearch:
                 raise ValueError(
                     f"CapacitySearch.{name} must be finite, > {floor:g} and <= 1e6, got {value!r}"
                 )
-        runs = self.max_runs
-        if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= 200:
-            raise ValueError(f"CapacitySearch.max_runs must be an int in [1, 200], got {runs!r}")
+        for name, top in (("max_runs", 200), ("pool_runs", 20)):
+            runs = getattr(self, name)
+            if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= top:
+                raise ValueError(
+                    f"CapacitySearch.{name} must be an int in [1, {top}], got {runs!r}"
+                )
 
     @classmethod
     def from_mapping(cls, search: CapacitySearch | Mapping[str, Any] | None) -> CapacitySearch:
@@ -88,18 +100,38 @@ class Probe:
     """One run of the search: its rate, its judgement and its report (None in tests)."""
 
     qps: float
-    judgement: Judgement
+    judgement: Judgement  # of every request served at this rate so far (pooled runs)
     point: CapacityPoint
     report: ServedReport | None = None
+    runs: int = 1  # runs at this rate so far, this one included
+    latencies: tuple[float, ...] = ()  # this run's request latencies, seconds
 
 
 def judge(latency: MetricResult, bound_s: float) -> Judgement:
-    """under / over / unsupported for one run's percentile (see the module doc)."""
+    """under / over / unsupported for a percentile alone (no interval: its value decides)."""
     if latency.status == "complete" and latency.value is not None:
         return "under" if latency.value <= bound_s else "over"
     if latency.known_value is not None and latency.known_value > bound_s:
         return "over"
     return "unsupported"
+
+
+def judge_requests(
+    ordered: Sequence[float], percentile: float, bound_s: float, *, final: bool
+) -> Judgement:
+    """A rate's judgement from its sorted request latencies (see the module doc); ``final``:
+    no run is left for it, so a bound inside the interval is decided by the percentile."""
+    n = len(ordered)
+    lower, upper = order_ranks(n, percentile) if n else (0, 1)
+    if lower >= 1 and ordered[lower - 1] > bound_s:
+        return "over"
+    if upper > n:
+        return "unsupported"
+    if ordered[upper - 1] <= bound_s:
+        return "under"
+    if final:
+        return "under" if nearest_rank(ordered, percentile) <= bound_s else "over"
+    return "close"
 
 
 def search_rates(
@@ -111,6 +143,8 @@ def search_rates(
     while len(probes) < search.max_runs:
         probe = run_at(rate)
         probes.append(probe)
+        if probe.judgement == "close" and probe.runs < search.pool_runs:
+            continue  # the bound inside the interval: the same rate again, pooled
         below, above = bracket(probes)
         if above is None:
             rate = rate * search.growth  # still under (or nothing under yet): grow
@@ -119,20 +153,49 @@ def search_rates(
             if rate < (search.min_rate_qps or start / 64):
                 break
         elif (above.qps - below.qps) / below.qps <= search.resolution:
-            break
+            if confirmed(probes, above.qps):
+                break
+            rate = above.qps  # the closing over, once more: was it the host or the rate?
         else:
             rate = math.sqrt(below.qps * above.qps)  # halve the gap on a log scale
     return probes
 
 
 def bracket(probes: Sequence[Probe]) -> tuple[Probe | None, Probe | None]:
-    """(the highest run under the bound, the lowest run not under it above that one)."""
-    under = [p for p in probes if p.judgement == "under"]
+    """(the highest rate under the bound, the lowest rate above it not under), each as its
+    latest run, which carries the judgement of all the rate's requests."""
+    latest = list({p.qps: p for p in probes}.values())
+    under = [p for p in latest if p.judgement == "under"]
     below = max(under, key=lambda p: p.qps) if under else None
     floor = below.qps if below is not None else 0.0
-    above_all = [p for p in probes if p.judgement != "under" and p.qps > floor]
+    above_all = [p for p in latest if p.judgement != "under" and p.qps > floor]
     above = min(above_all, key=lambda p: p.qps) if above_all else None
     return below, above
+
+
+def confirmed(probes: Sequence[Probe], qps: float) -> bool:
+    """The rate was run twice or more and all its requests together are over the bound."""
+    latest = {p.qps: p for p in probes}.get(qps)
+    return latest is not None and latest.runs >= 2 and latest.judgement == "over"
+
+
+def pooled_rates(probes: Sequence[Probe]) -> list[Diagnostic]:
+    """An info naming the rates run more than once (their requests pooled), if any."""
+    runs = {p.qps: p.runs for p in probes if p.runs > 1}
+    if not runs:
+        return []
+    listed = ", ".join(f"{qps:.4g} requests/s ({n} runs)" for qps, n in sorted(runs.items()))
+    return [
+        Diagnostic(
+            code="capacity_runs_pooled",
+            severity="info",
+            metric="served_capacity.capacity_qps",
+            count=len(runs),
+            message=f"rates run again and judged on all their requests: {listed} (the bound "
+            "lay inside the percentile's 95% interval, or the over rate closing the search "
+            "was confirmed)",
+        )
+    ]
 
 
 def capacity_result(
@@ -146,7 +209,7 @@ def capacity_result(
     if above is None:
         return MetricResult.partial(below.qps, **kw), None
     gap = (above.qps - below.qps) / below.qps
-    if gap <= search.resolution and above.judgement == "over":
+    if gap <= search.resolution and confirmed(probes, above.qps):
         return MetricResult.complete(below.qps, **kw), gap
     return MetricResult.partial(below.qps, **kw), gap
 
@@ -179,8 +242,11 @@ def served_capacity(
         probes: list[Probe] = []
         diagnostics = [_too_slow(call_s, bound_s)]
     else:
-        probes = search_rates(_runner(handler, samples, base, device), start, plan)
-        diagnostics = []
+        run_at = pooled(
+            _runner(handler, samples, base, device), percentile, bound_s, plan.pool_runs
+        )
+        probes = search_rates(run_at, start, plan)
+        diagnostics = pooled_rates(probes)
     capacity, gap = capacity_result(probes, plan)
     below, above = bracket(probes)
     return ServedCapacity(
@@ -205,12 +271,18 @@ def _runner(
     base: ServeOptions,
     device: str | torch.device | None,
 ) -> Callable[[float], Probe]:
-    """One server run at a rate, long enough for its percentile to be complete."""
+    """One server run at a rate, long enough for its percentile to be complete; a rate's
+    next run draws its arrivals from the next seed (the same seed replays the same arrival
+    times, so a pooled rerun would add no evidence)."""
     needed = needed_requests(base.percentile)
+    attempts: dict[float, int] = {}
 
     def run_at(qps: float) -> Probe:
         duration = max(base.duration_s, 1.2 * needed / qps)
+        attempts[qps] = attempts.get(qps, -1) + 1
+        seed = (base.seed + attempts[qps]) % 2**63
         per_run = replace(base, target_qps=qps, duration_s=duration, max_duration_s=None)
+        per_run = replace(per_run, seed=seed)
         per_run = replace(per_run, min_queries=max(base.min_queries, needed))
         run, settings = serve_once(handler, samples, "server", per_run, device)
         report = served_report(run, handler, samples, "server", settings, device, None)
@@ -218,6 +290,25 @@ def _runner(
         return probe_of(report, qps, base.bound_s, base.percentile)
 
     return run_at
+
+
+def pooled(
+    run_at: Callable[[float], Probe], percentile: float, bound_s: float, pool_runs: int
+) -> Callable[[float], Probe]:
+    """``run_at`` whose probes are judged on every request served at their rate so far, the
+    last allowed run (``pool_runs``) on the pooled percentile itself (see the module doc)."""
+    served: dict[float, list[float]] = {}
+    runs: dict[float, int] = {}
+
+    def run_pooled(qps: float) -> Probe:
+        probe = run_at(qps)
+        served.setdefault(qps, []).extend(probe.latencies)
+        runs[qps] = runs.get(qps, 0) + 1
+        ordered = sorted(served[qps])
+        judgement = judge_requests(ordered, percentile, bound_s, final=runs[qps] >= pool_runs)
+        return replace(probe, judgement=judgement, runs=runs[qps])
+
+    return run_pooled
 
 
 def _too_slow(call_s: float, bound_s: float) -> Diagnostic:
@@ -247,7 +338,7 @@ def probe_of(report: ServedReport, qps: float, bound_s: float, percentile: float
         under_bound=None if judgement == "unsupported" else judgement == "under",
         loadgen_verdict=report.validity.verdict,
     )
-    return Probe(qps, judgement, point, report)
+    return Probe(qps, judgement, point, report, latencies=tuple(report.latencies_s))
 
 
 def _base_options(
