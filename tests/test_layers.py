@@ -25,6 +25,7 @@ GROUND = frozenset(
         "targets",
         "workloads",
         "stats",
+        "settings",
         "_gc",
         "_signals",
         "_version",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..report import (
@@ -24,6 +24,7 @@ from ..report import (
     MetricResult,
     PerformanceDelta,
 )
+from ..settings import settings_from
 from ..stats import quantile, relative_iqr
 from .interleave import (
     LOCATION_LEVEL,
@@ -91,17 +92,7 @@ class Judge:
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any] | Judge | None) -> Judge:
         """A Judge from a mapping of its field names (unknown names refused), or as given."""
-        if options is None:
-            return cls()
-        if isinstance(options, Judge):
-            return options
-        if not isinstance(options, Mapping):
-            raise TypeError(f"judge options must be a Judge or a mapping, got {options!r}")
-        allowed = sorted(f.name for f in fields(cls))
-        unknown = sorted(set(options) - set(allowed))
-        if unknown:
-            raise ValueError(f"judge has unknown key(s) {unknown}; allowed: {allowed}")
-        return replace(cls(), **dict(options))
+        return settings_from(cls, options, what="judge options")
 
     def settings(self) -> dict[str, object]:
         return {

@@ -13,8 +13,10 @@ import functools
 import inspect
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import Any, ParamSpec, TypeVar
+
+from ..settings import settings_from
 
 Clock = Callable[[], float]
 Probe = Callable[[], tuple[float, int]]
@@ -89,20 +91,7 @@ class LatencyOptions:
         base: LatencyOptions | None = None,
     ) -> LatencyOptions:
         """Options from a mapping of field names (unknown names refused) over ``base``."""
-        start = base if base is not None else cls()
-        if options is None:
-            return start
-        if isinstance(options, LatencyOptions):
-            return options
-        if not isinstance(options, Mapping):
-            raise TypeError(
-                f"latency options must be a LatencyOptions or a mapping, got {options!r}"
-            )
-        allowed = sorted(f.name for f in fields(cls))
-        unknown = sorted(set(options) - set(allowed))
-        if unknown:
-            raise ValueError(f"latency_options has unknown key(s) {unknown}; allowed: {allowed}")
-        return replace(start, **dict(options))
+        return settings_from(cls, options, what="latency options", base=base)
 
     def settings(self) -> dict[str, Any]:
         """The options as recorded in a report (seconds suffixed ``_s``; no clock object)."""

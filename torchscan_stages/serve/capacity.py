@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 import torch
@@ -33,6 +33,7 @@ import torch
 from ..devices import make_synchronize, resolve_device
 from ..provenance import build_provenance
 from ..report import CapacityPoint, Diagnostic, MetricResult, ServedCapacity, ServedReport
+from ..settings import settings_from
 from .handler import handler_name
 from .measure import check_inputs, serve_once, served_report, warm_up
 from .options import ServeOptions
@@ -84,15 +85,7 @@ class CapacitySearch:
 
     @classmethod
     def from_mapping(cls, search: CapacitySearch | Mapping[str, Any] | None) -> CapacitySearch:
-        if search is None:
-            return cls()
-        if isinstance(search, CapacitySearch):
-            return search
-        allowed = sorted(f.name for f in fields(cls))
-        unknown = sorted(set(search) - set(allowed))
-        if unknown:
-            raise ValueError(f"capacity search has unknown key(s) {unknown}; allowed: {allowed}")
-        return replace(cls(), **dict(search))
+        return settings_from(cls, search, what="capacity search")
 
 
 @dataclass(frozen=True)

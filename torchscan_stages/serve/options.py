@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass
 from typing import Any, Literal, TypeAlias
+
+from ..settings import settings_from
 
 Scenario: TypeAlias = Literal["single_stream", "server", "offline", "multi_stream"]
 SCENARIOS: tuple[str, ...] = ("single_stream", "server", "offline", "multi_stream")
@@ -99,17 +101,7 @@ class ServeOptions:
     @classmethod
     def from_mapping(cls, options: ServeOptions | Mapping[str, Any] | None) -> ServeOptions:
         """Options from a mapping of field names (unknown names refused)."""
-        if options is None:
-            return cls()
-        if isinstance(options, ServeOptions):
-            return options
-        if not isinstance(options, Mapping):
-            raise TypeError(f"options must be a ServeOptions or a mapping, got {options!r}")
-        allowed = sorted(f.name for f in fields(cls))
-        unknown = sorted(set(options) - set(allowed))
-        if unknown:
-            raise ValueError(f"serve options have unknown key(s) {unknown}; allowed: {allowed}")
-        return replace(cls(), **dict(options))
+        return settings_from(cls, options, what="serve options")
 
     @property
     def stop_after_s(self) -> float:
