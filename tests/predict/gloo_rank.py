@@ -64,7 +64,8 @@ def run_rank(families: set[str], rank: int, world: int, out: Path) -> None:
         step = ddp_case("ddp", 2, batch=batch)
         cases[f"ddp_capacity_{batch}"] = partial(step, DistributedDataParallel)
     # the cases the tests compare byte for byte with a prediction, measured twice (the lower)
-    results = measure_cases(cases, twice=frozenset(FSDP_CASES) | frozenset(STEADY_CASES))
+    twice = frozenset(FSDP_CASES) | frozenset(DDP_CASES) | frozenset(STEADY_CASES)
+    results = measure_cases(cases, twice=twice)
     if "steady" in families:
         results["fsdp_built_before"] = built_before(mesh)
     write_record(out, rank, results)
