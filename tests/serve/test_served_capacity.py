@@ -151,6 +151,8 @@ def test_an_unsupported_percentile_is_not_under() -> None:
         ({"bound_s": 0.01, "options": {"target_qps": 5}}, "not inside options"),
         ({"bound_s": 0.01, "search": {"growth": 1.0}}, "growth"),
         ({"bound_s": 0.01, "search": {"max_runs": 0}}, "max_runs"),
+        ({"bound_s": 0.01, "search": {"pool_runs": 0}}, "pool_runs must be an int in"),
+        ({"bound_s": 0.01, "search": {"pool": 3}}, r"capacity search has unknown key\(s\)"),
     ],
 )
 def test_bad_bounds_and_searches_are_refused_before_any_run(kwargs: dict, message: str) -> None:
